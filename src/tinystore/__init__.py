@@ -1,0 +1,35 @@
+"""tinystore: a durable job queue in your SQLite file.
+
+A job commits with the application's rows, survives every restart the file
+survives, and runs at least once. The package's modules:
+
+- ``_store``       open(), Store: queues, transactions, serving, operations
+- ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
+- ``_worker``      claim cycles, handlers, timeouts, lease renewal, shutdown
+- ``_run``         Run / AsyncRun: steps, run.transaction, progress, answers
+- ``_settle``      what an ended attempt does to its job (backoff, attempts)
+- ``_watch``       watchers, one reader per store
+- ``_notify``      hearing of commits, here and in other processes
+- ``_jobstate``    JobState and Job
+- ``_options``, ``_durations``, ``_values``   checking what users give
+- ``_clock``       the one clock; ``testing.FakeClock`` replaces it
+- ``_errors``      the error tree
+- ``backends/``    the storage interface and its SQLite implementation
+- ``cli/``         the ``tinystore`` command
+"""
+
+from ._answers import Fail, Retry, Snooze
+from ._clock import Clock
+from ._errors import Closed, Conflict, Error, InvalidArgument, LimitExceeded, StoreCorrupt
+from ._jobstate import Job, JobState
+from ._queue import Queue
+from ._run import AsyncRun, Run
+from ._store import Store, open
+from ._transaction import Transaction
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncRun", "Clock", "Closed", "Conflict", "Error", "Fail", "InvalidArgument", "Job", "JobState",
+    "LimitExceeded", "Queue", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "Transaction", "open",
+]

@@ -1,0 +1,60 @@
+"""Durations ("500ms", "1h30m", 30, timedelta) and rates ("600/m", (5, "1s")) as seconds."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Union
+
+from ._errors import InvalidArgument
+
+Duration = Union[str, int, float, timedelta]
+Rate = Union[str, tuple]
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_RATE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*(ms|s|m|h|d)\s*")
+
+
+def parse_duration(value: Duration, what: str = "duration") -> float:
+    """Return ``value`` in seconds; raise InvalidArgument naming the bad value."""
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be a duration, not {value!r}")
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        pos, seconds = 0, 0.0
+        for match in _PART.finditer(text):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            raise InvalidArgument(
+                f"{what} {value!r} is not a duration such as '500ms', '30s', '10m', '1h30m' or '7d'"
+            )
+    else:
+        raise InvalidArgument(f"{what} must be a duration, not {type(value).__name__} {value!r}")
+    if seconds != seconds or seconds < 0 or seconds == float("inf"):
+        raise InvalidArgument(f"{what} {value!r} must be a finite number of seconds, zero or more")
+    return seconds
+
+
+def parse_rate(value: Rate, what: str = "rate") -> tuple[int, float]:
+    """Return ``(count, period_seconds)``; raise InvalidArgument naming the bad value."""
+    if isinstance(value, tuple) and len(value) == 2:
+        count, period = value
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise InvalidArgument(f"{what} {value!r}: the count must be an int")
+        period_s = parse_duration(period, what)
+    elif isinstance(value, str) and (match := _RATE.fullmatch(value)):
+        count = int(match.group(1))
+        period_s = float(match.group(2) or 1) * _UNITS[match.group(3)]
+    else:
+        raise InvalidArgument(f"{what} {value!r} is not a rate such as '100/s', '600/m' or (5, '1s')")
+    if count < 1 or period_s <= 0:
+        raise InvalidArgument(f"{what} {value!r} must allow at least one start in a positive period")
+    return count, period_s

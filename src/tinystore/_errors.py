@@ -1,0 +1,50 @@
+"""The errors tinystore raises, all rooted in :class:`Error`::
+
+    Error
+    ├── InvalidArgument (also ValueError)   a bad argument: name, id, payload, duration
+    ├── LimitExceeded   (also InvalidArgument) a value over its size limit
+    ├── Conflict        the attempt no longer holds its lease; nothing it wrote took effect
+    ├── Closed          the store was closed
+    └── StoreCorrupt    the file is not a SQLite database, or is damaged
+
+Retry, snooze and fail are answers a handler returns, not errors.
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base class of every error tinystore raises.
+
+    ``queue`` and ``job_id`` name what the error is about, where it is about a job.
+    """
+
+    def __init__(self, message: str, *, queue: str | None = None, job_id: str | None = None):
+        where = []
+        if queue is not None:
+            where.append(f"queue {queue!r}")
+        if job_id is not None:
+            where.append(f"job {job_id!r}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+        self.queue = queue
+        self.job_id = job_id
+
+
+class InvalidArgument(Error, ValueError):
+    """An argument was refused: nothing was written."""
+
+
+class LimitExceeded(InvalidArgument):
+    """A value was over its size limit: nothing was written."""
+
+
+class Conflict(Error):
+    """The attempt no longer holds its lease, so what it tried to write did not take effect."""
+
+
+class Closed(Error):
+    """The store was closed."""
+
+
+class StoreCorrupt(Error):
+    """The file is not a SQLite database, or is damaged. It was left as it was."""

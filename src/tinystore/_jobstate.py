@@ -1,0 +1,79 @@
+"""What users see of a job: ``JobState``, and ``Job`` for ``add_many``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Optional, Union
+
+from ._durations import Duration
+from ._values import from_timestamp
+
+STATES = ("scheduled", "waiting", "running", "done", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A job as it was when it was read.
+
+    ``state`` is one of scheduled, waiting, running, done, failed (and
+    cancelled, which only a watcher sees). ``at`` is when the job is or was
+    due, ``attempt`` counts the attempts so far and ``attempts`` is the limit;
+    ``error`` is the last attempt's error; ``progress`` what the running
+    handler reported; ``added`` whether ``add`` wrote this job. ``ahead``
+    counts the due jobs of the queue that start before this one, read when
+    first asked for.
+    """
+
+    id: str
+    queue: str
+    state: str
+    payload: Any
+    group: Optional[str]
+    at: datetime
+    attempt: int
+    attempts: int
+    error: Optional[str] = None
+    progress: Any = None
+    added: bool = False
+    _ahead: Union[int, Callable[[], int], None] = field(default=0, repr=False, compare=False)
+
+    @property
+    def ahead(self) -> int:
+        if callable(self._ahead):
+            object.__setattr__(self, "_ahead", self._ahead())
+        return self._ahead or 0
+
+    def __repr__(self) -> str:
+        return (f"JobState(id={self.id!r}, queue={self.queue!r}, state={self.state!r}, attempt={self.attempt}"
+                f"/{self.attempts}, at={self.at.isoformat()}, group={self.group!r}, error={self.error!r})")
+
+    def watched(self) -> tuple:
+        """What a watcher is told about when it changes (JOB-13)."""
+        return (self.state, self.attempt, self.ahead, self.progress, self.error)
+
+
+def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[], int]] = 0,
+             added: bool = False) -> JobState:
+    """A JobState from a backend row; the state of a queued job is read from the time."""
+    state = row.state
+    if state == "queued":
+        state = "scheduled" if row.at > now else "waiting"
+    return JobState(
+        id=row.id, queue=row.queue, state=state, payload=json.loads(row.payload), group=row.grp,
+        at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=row.error,
+        progress=json.loads(row.progress) if row.progress is not None else None, added=added,
+        _ahead=ahead if state == "waiting" else 0,
+    )
+
+
+@dataclass(frozen=True)
+class Job:
+    """One item of ``queue.add_many``: a payload with the options of ``add``."""
+
+    payload: Any
+    id: Optional[str] = None
+    at: Optional[Union[datetime, float]] = None
+    delay: Optional[Duration] = None
+    group: Optional[str] = None

@@ -1,0 +1,155 @@
+"""A queue: add, get, cancel and retry jobs, list and watch them, and register its handler."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
+
+from ._appconn import check_same_file, sqlite_connection_of
+from ._durations import Duration, parse_duration
+from ._errors import InvalidArgument
+from ._jobstate import STATES, Job, JobState, state_of
+from ._options import QueueOptions
+from ._transaction import Transaction
+from ._values import check_text_id, encode_json, to_timestamp
+from .backends._base import JobRow, NewJob
+
+if TYPE_CHECKING:
+    from ._store import Store
+
+
+class Queue:
+    """A named queue of a store. Get one with ``store.queue(name, **options)``."""
+
+    def __init__(self, store: "Store", name: str, options: QueueOptions):
+        self.store = store
+        self.name = name
+        self.options = options
+        self.handler: Optional[Callable[..., Any]] = None
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r}>"
+
+    def reload(self) -> None:
+        """Read the options kept in the store, which another process may have changed."""
+        self.options = self.store._backend.load_options(self.name) or self.options
+
+    # Adding
+
+    def add(self, payload: Any, id: Optional[str] = None, at: Any = None, delay: Optional[Duration] = None,
+            group: Optional[str] = None, tx: Optional[Transaction] = None, conn: Any = None) -> JobState:
+        """Add a job; once this returns, it is on the disk (DUR-01).
+
+        An ``id`` that names a job the queue keeps adds nothing and returns
+        that job, with ``added`` false (JOB-10). With ``tx=`` (from
+        ``store.transaction()``) or ``conn=`` (the application's own sqlite3
+        or SQLAlchemy connection to the same file) the job commits with that
+        transaction, or not at all (JOB-02).
+        """
+        return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group)], tx=tx, conn=conn)[0]
+
+    def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
+        """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order."""
+        now = self.store.clock.now()
+        jobs = [self._new_job(item if isinstance(item, Job) else Job(item), now) for item in items]
+        target = self._target(tx, conn)
+        results = self.store._backend.add(self.name, jobs, now, tx=target).result()
+        return [self._state(row, now, added=added) for row, added in results]
+
+    def _new_job(self, job: Job, now: float) -> NewJob:
+        id = check_text_id(job.id, "id", self.name) if job.id is not None else uuid.uuid4().hex
+        group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
+        if job.at is not None and job.delay is not None:
+            raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
+        due = now
+        if job.at is not None:
+            due = to_timestamp(job.at, self.name, id)
+        elif job.delay is not None:
+            due = now + parse_duration(job.delay, "delay")
+        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due)
+
+    def _target(self, tx: Optional[Transaction], conn: Any) -> Any:
+        """The connection an add runs on: a transaction's, the application's, or None for the writer."""
+        if tx is not None and conn is not None:
+            raise InvalidArgument("give tx= or conn=, not both", queue=self.name)
+        if tx is not None:
+            if not isinstance(tx, Transaction) or tx.closed:
+                raise InvalidArgument("tx= must be an open store.transaction()", queue=self.name)
+            return tx.connection
+        if conn is not None:
+            connection = sqlite_connection_of(conn, self.name)
+            check_same_file(connection, self.store._backend.path, self.name)
+            return connection
+        if self.store._backend.in_transaction():
+            raise InvalidArgument("a store.transaction() is open in this thread: pass tx= to add in it",
+                                  queue=self.name)
+        return None
+
+    # Reading
+
+    def _state(self, row: JobRow, now: float, added: bool = False) -> JobState:
+        backend = self.store._backend
+        return state_of(row, now, self.options.attempts, lambda: backend.ahead(row, now), added=added)
+
+    def _visible(self, row: Optional[JobRow], now: float) -> Optional[JobRow]:
+        """A done or failed job past dedupe or keep is gone, whether or not maintenance removed it (JOB-11)."""
+        if row is None or (row.expires is not None and row.expires <= now):
+            return None
+        return row
+
+    def get(self, id: str) -> Optional[JobState]:
+        """The job with this id, or None where the queue keeps none."""
+        check_text_id(id, "id", self.name)
+        now = self.store.clock.now()
+        row = self._visible(self.store._backend.get(self.name, id), now)
+        return self._state(row, now) if row else None
+
+    def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
+             after: Optional[str] = None) -> list[JobState]:
+        """A page of the queue's jobs in the order they were added; the next page is ``after=`` the last id."""
+        if state is not None and state not in STATES[:5]:
+            raise InvalidArgument(f"state={state!r} must be one of {', '.join(STATES[:5])}", queue=self.name)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+            raise InvalidArgument(f"limit={limit!r} must be an int from 1 to 10000", queue=self.name)
+        now = self.store.clock.now()
+        rows = self.store._backend.jobs(self.name, state, group, limit, after, now)
+        return [self._state(r, now) for r in rows]
+
+    # Changing
+
+    def cancel(self, id: str) -> bool:
+        """Take a scheduled, waiting or running job away (JOB-12); True where it took one."""
+        check_text_id(id, "id", self.name)
+        row = self.store._backend.cancel(self.name, id, self.options, self.store.clock.now()).result()
+        if row is None:
+            return False
+        self.store._tell_cancelled(row.seq)
+        return True
+
+    def retry(self, id: str) -> bool:
+        """Run a failed job again, its attempts from zero; True where a failed job had that id."""
+        check_text_id(id, "id", self.name)
+        return self.store._backend.retry_failed(self.name, id, self.store.clock.now()).result()
+
+    # Watching
+
+    def watch(self, id: str) -> Iterator[JobState]:
+        """Yield the job as it is, then each change, until it is done, failed or cancelled (JOB-13)."""
+        check_text_id(id, "id", self.name)
+        return self.store._watches.watch(self, id)
+
+    def watch_async(self, id: str) -> AsyncIterator[JobState]:
+        """``watch`` for ``async for``."""
+        check_text_id(id, "id", self.name)
+        return self.store._watches.watch_async(self, id)
+
+    # Handling
+
+    def work(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the queue's handler: ``def handler(payload, run)`` or ``async def``."""
+        if not callable(handler):
+            raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
+        self.handler = handler
+        return handler
+
+

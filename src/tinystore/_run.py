@@ -1,0 +1,147 @@
+"""What a handler gets: ``Run`` (a ``def`` handler) and ``AsyncRun`` (an ``async def`` one).
+
+Both describe the attempt, keep steps under the job (JOB-06), run steps that
+write the application's rows exactly once (JOB-14), report progress, and make
+the answers ``retry``, ``snooze`` and ``fail``. Every write names the lease
+``(job, attempt)``: from an attempt that lost it, nothing takes effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from ._answers import Fail, Retry, Snooze
+from ._durations import Duration, parse_duration
+from ._errors import Conflict, InvalidArgument
+from ._values import MAX_PROGRESS, check_text_id, encode_json, from_timestamp
+
+log = logging.getLogger("tinystore.worker")
+
+
+class _Attempt:
+    """What both kinds of run share: the attempt, its answers, its steps' bookkeeping."""
+
+    def __init__(self, backend: Any, queue: str, seq: int, id: str, attempt: int, group: Optional[str], at: float):
+        self._backend = backend
+        self._seq = seq
+        self._names: set[str] = set()
+        self.queue = queue
+        self.id = id
+        self.attempt = attempt
+        self.group = group
+        self.at: datetime = from_timestamp(at)
+        self.cancelled = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.queue}/{self.id} attempt {self.attempt}>"
+
+    @property
+    def lease(self) -> tuple[int, int]:
+        return (self._seq, self.attempt)
+
+    def retry(self, delay: Duration) -> Retry:
+        """Answer: run again after ``delay``; this attempt counts (JOB-08)."""
+        return Retry(parse_duration(delay, "retry delay"))
+
+    def snooze(self, delay: Duration) -> Snooze:
+        """Answer: run again after ``delay``; this attempt does not count (JOB-08)."""
+        return Snooze(parse_duration(delay, "snooze delay"))
+
+    def fail(self, reason: str) -> Fail:
+        """Answer: fail for good now, with ``reason`` as the error (JOB-08)."""
+        return Fail(str(reason))
+
+    def progress(self, value: Any) -> None:
+        """Report JSON (at most 4 KiB) that ``get`` and ``watch`` show while the job runs."""
+        text = encode_json(value, "progress", self.queue, self.id, limit=MAX_PROGRESS)
+        self._backend.progress(self._seq, self.attempt, text).add_done_callback(self._progress_done)
+
+    def _progress_done(self, future: Any) -> None:
+        if future.exception() is not None:
+            log.warning("progress of %s/%s attempt %d was not kept: %s", self.queue, self.id,
+                        self.attempt, future.exception())
+
+    def _claim_name(self, name: str) -> None:
+        check_text_id(name, "step name", self.queue, self.id)
+        if name in self._names:
+            raise InvalidArgument(
+                f"step {name!r} was already called in this run; give repeated steps numbered names "
+                f"such as '{name}:1', '{name}:2'", queue=self.queue, job_id=self.id)
+        self._names.add(name)
+
+    def _kept(self, name: str) -> tuple[bool, Any]:
+        text = self._backend.step_answer(self._seq, name)
+        return (False, None) if text is None else (True, json.loads(text))
+
+    def _encode(self, name: str, answer: Any) -> str:
+        return encode_json(answer, f"the answer of step {name!r}", self.queue, self.id)
+
+    def _lost(self, what: str) -> Conflict:
+        return Conflict(f"{what} was not kept: attempt {self.attempt} no longer holds its lease",
+                        queue=self.queue, job_id=self.id)
+
+    def _transaction_body(self, name: str, fn: Callable[[Any], Any]) -> Callable[[Any], tuple[bool, Any]]:
+        """The body of run.transaction: fn's writes and the step's answer in one commit (JOB-14)."""
+        def body(tx: Any) -> tuple[bool, Any]:
+            text = self._backend.step_answer(self._seq, name)  # read inside the write lock: no race
+            if text is not None:
+                return True, json.loads(text)
+            answer = fn(tx)
+            text = self._encode(name, answer)
+            self._backend.keep_step_in(tx, self._seq, self.attempt, name, text)
+            return False, json.loads(text)
+        return body
+
+    def _transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        self._claim_name(name)
+        try:
+            _, answer = self._backend.run_transaction(self._transaction_body(name, fn), lease=self.lease)
+        except Conflict:
+            raise self._lost(f"transaction {name!r}") from None
+        return answer
+
+
+class Run(_Attempt):
+    """The run of a plain ``def`` handler, in a worker thread."""
+
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Return fn's answer, kept under the job: a later attempt gets it back without calling fn."""
+        self._claim_name(name)
+        found, answer = self._kept(name)
+        if found:
+            return answer
+        text = self._encode(name, fn())
+        if not self._backend.keep_step(self._seq, self.attempt, name, text).result():
+            raise self._lost(f"step {name!r}")
+        return json.loads(text)
+
+    def transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(tx)`` and keep its answer in one transaction: exactly once (JOB-14)."""
+        return self._transaction(name, fn)
+
+
+class AsyncRun(_Attempt):
+    """The run of an ``async def`` handler, on the worker's event loop."""
+
+    async def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Return fn's answer (fn sync or async), kept under the job: a later attempt gets it back."""
+        self._claim_name(name)
+        found, answer = self._kept(name)
+        if found:
+            return answer
+        answer = fn()
+        if inspect.isawaitable(answer):
+            answer = await answer
+        text = self._encode(name, answer)
+        if not await asyncio.wrap_future(self._backend.keep_step(self._seq, self.attempt, name, text)):
+            raise self._lost(f"step {name!r}")
+        return json.loads(text)
+
+    async def transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        """Run ``fn(tx)`` in a thread and keep its answer in one transaction: exactly once (JOB-14)."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._transaction, name, fn)

@@ -1,0 +1,78 @@
+"""What happens to a job when an attempt ends: the one place that decides it.
+
+Backends apply these decisions; they never compute backoff or count attempts
+themselves, so both backends settle alike.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ._answers import Fail, Retry, Snooze
+from ._options import QueueOptions
+
+LOST_LEASE = "lease ended without a settlement: the worker died, stalled or was stopped"
+
+
+@dataclass(frozen=True)
+class Done:
+    """The job is done; kept until ``expires``, or removed at once when None."""
+
+    expires: Optional[float]
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """The job waits for ``at`` again; ``uncount`` gives the attempt back."""
+
+    at: float
+    error: Optional[str]
+    uncount: bool = False
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The job failed for good; kept with ``error`` until ``expires``."""
+
+    error: str
+    expires: float
+
+
+Decision = Union[Done, Requeue, Failed]
+
+
+def jittered(seconds: float) -> float:
+    """``seconds`` made a tenth longer or shorter at random (JOB-07)."""
+    return seconds * random.uniform(0.9, 1.1)
+
+
+def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Decision:
+    """The decision for a handler's answer: None, Retry, Snooze, Fail, or an error text."""
+    if answer is None:
+        return Done(now + opts.dedupe if opts.dedupe > 0 else None)
+    if isinstance(answer, Snooze):
+        return Requeue(now + answer.delay, None, uncount=True)
+    if isinstance(answer, Fail):
+        return Failed(answer.reason, now + opts.keep)
+    if isinstance(answer, Retry):
+        error = f"retry requested after {answer.delay:g}s"
+        if attempt >= opts.attempts:
+            return Failed(error, now + opts.keep)
+        return Requeue(now + answer.delay, error)
+    error = str(answer)
+    if attempt >= opts.attempts:
+        return Failed(error, now + opts.keep)
+    return Requeue(now + jittered(opts.backoff_for(attempt)), error)
+
+
+def decide_lost(attempt: int, opts: QueueOptions, now: float) -> Decision:
+    """The decision for an attempt whose lease ended without a settlement.
+
+    The attempt stays counted (JOB-04), so a handler that kills its process
+    every time still reaches ``attempts``; otherwise it runs again at once.
+    """
+    if attempt >= opts.attempts:
+        return Failed(LOST_LEASE, now + opts.keep)
+    return Requeue(now, LOST_LEASE)

@@ -1,0 +1,277 @@
+"""A store: one database holding queues, their jobs, and the application's rows."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Sequence
+
+from ._clock import Clock
+from ._errors import Closed, InvalidArgument
+from ._notify import Notifier
+from ._options import QueueOptions, parse_options
+from ._queue import Queue
+from ._run import AsyncRun
+from ._transaction import Transaction
+from ._values import check_queue_name
+from ._watch import Watches
+from ._worker import Worker
+from .backends.sqlite import SQLiteBackend
+
+log = logging.getLogger("tinystore.store")
+
+DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+MAINTAIN_EVERY = 60.0
+
+
+def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None) -> "Store":
+    """Open the store in a SQLite file, creating the file and tinystore's tables where absent.
+
+    ``durability="full"`` (the default) syncs every commit to the disk, so a
+    power cut loses nothing that ``add`` returned; "normal" may lose the last
+    commits on a power cut (never on a process crash); "off" is for tests.
+    """
+    if durability not in DURABILITY:
+        raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
+    path = os.fspath(target)
+    if not isinstance(path, str) or not path:
+        raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
+    if path.startswith(("postgresql://", "postgres://")):
+        raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
+    return Store(path, DURABILITY[durability], clock or Clock())
+
+
+class Store:
+    """Queues and their jobs in one database. Safe to use from many threads."""
+
+    def __init__(self, path: str, synchronous: str, clock: Clock):
+        self.clock = clock
+        self._notifier = Notifier(lambda: self._backend.changed())
+        self._backend = SQLiteBackend(path, synchronous, on_commit=self._notifier.committed_here)
+        self._owner = self._backend.register(clock.now())
+        self._queues: dict[str, Queue] = {}
+        self._lock = threading.Lock()
+        self._active: dict[int, tuple[Any, Any, Any]] = {}  # seq -> (loop, task, run) of handlers running here
+        self._watches = Watches(self)
+        self._serving: dict[Worker, tuple[asyncio.AbstractEventLoop, threading.Event]] = {}
+        self._background: Optional[threading.Thread] = None
+        self._closed = False
+        clock.on_change(lambda: self._notifier.fire())
+
+    @property
+    def path(self) -> str:
+        return self._backend.path
+
+    def __repr__(self) -> str:
+        return f"<tinystore.Store {self.path!r}>"
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Closed(f"the store {self.path!r} is closed")
+
+    # Queues
+
+    def queue(self, name: str, **options: Any) -> Queue:
+        """The queue ``name``. Options given are kept in the store and apply in every process."""
+        self._check_open()
+        check_queue_name(name)
+        with self._lock:
+            kept = self._backend.load_options(name)
+            wanted = parse_options(kept or QueueOptions(), options)
+            if kept is None or wanted != kept:
+                self._backend.save_options(name, wanted).result()
+            queue = self._queues.get(name)
+            if queue is None:
+                queue = self._queues[name] = Queue(self, name, wanted)
+            queue.options = wanted
+            return queue
+
+    def queues(self) -> list[str]:
+        """The names of every queue the store keeps."""
+        return self._backend.queue_names()
+
+    # The application's rows
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction for the application's rows and jobs added with ``tx=`` (JOB-02)."""
+        self._check_open()
+        with self._backend.transaction() as tx:
+            yield tx
+
+    def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
+        """Run one statement in its own transaction; return the rows it changed."""
+        with self.transaction() as tx:
+            return tx.execute(sql, params)
+
+    def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
+        """Run one query; return its rows."""
+        self._check_open()
+        with self._backend._read() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    # Operations
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per queue: jobs per state, the age in seconds of the oldest due job, and the last minute's
+        runs, done and failed jobs."""
+        now = self.clock.now()
+        raw = self._backend.stats(now)
+        def empty() -> dict[str, Any]:
+            return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "oldest_due_age": None,
+                    "started_last_minute": 0, "done_last_minute": 0, "failed_last_minute": 0}
+        out = {name: empty() for name in raw["queues"]}
+        for queue, state, count, oldest in raw["states"]:
+            entry = out.setdefault(queue, empty())
+            entry[state] = count
+            if oldest is not None:
+                entry["oldest_due_age"] = max(0.0, now - oldest)
+        for queue, started, done, failed in raw["recent"]:
+            if queue in out:
+                out[queue].update(started_last_minute=started, done_last_minute=done, failed_last_minute=failed)
+        return out
+
+    def maintain(self) -> dict[str, int]:
+        """Remove now what is past ``keep`` and ``dedupe``: rows, payloads and steps leave the file."""
+        self._check_open()
+        return self._backend.maintain(self.clock.now(), 500)
+
+    # Serving
+
+    def _served(self, queues: Optional[Sequence[str]]) -> list[Queue]:
+        with self._lock:
+            known = dict(self._queues)
+        if queues is not None:
+            missing = [q for q in queues if q not in known or known[q].handler is None]
+            if missing:
+                raise InvalidArgument(f"no handler is registered for queue(s) {', '.join(map(repr, missing))}")
+            return [known[q] for q in queues]
+        return [q for q in known.values() if q.handler is not None]
+
+    def run_until_idle(self) -> None:
+        """Run what is due now; return once nothing is due and nothing runs (for tests and scripts)."""
+        self._check_open()
+        served = self._served(None)
+        if not served:
+            return
+        if not _loop_running():
+            asyncio.run(Worker(self, served).run_until_idle())
+            return
+        # Called from inside an event loop: run ours in a thread of its own.
+        thread = threading.Thread(target=lambda: asyncio.run(Worker(self, served).run_until_idle()))
+        thread.start()
+        thread.join()
+
+    async def serve_async(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
+                          grace: float = 30.0, handle_signals: bool = False) -> None:
+        """Serve every queue that has a handler until the store is closed (or a signal, with handle_signals)."""
+        self._check_open()
+        served = self._served(queues)
+        if not served:
+            raise InvalidArgument("no queue has a handler: register one with @queue.work")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise InvalidArgument(f"workers={workers!r} must be an int of at least 1")
+        loop = asyncio.get_running_loop()
+        worker = Worker(self, served, workers, grace)
+        if handle_signals:
+            self._handle_signals(loop, worker)
+        finished = threading.Event()
+        self._serving[worker] = (loop, finished)
+        log.info("serving %s with %s", ", ".join(q.name for q in served), self.path,
+                 extra={"queues": [q.name for q in served]})
+        maintenance = asyncio.ensure_future(self._maintain_every(MAINTAIN_EVERY))
+        try:
+            await worker.serve()
+        finally:
+            maintenance.cancel()
+            del self._serving[worker]
+            finished.set()
+            if handle_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
+            log.info("stopped serving %s", self.path)
+
+    def _handle_signals(self, loop: asyncio.AbstractEventLoop, worker: Worker) -> None:
+        """The first SIGINT or SIGTERM stops gracefully; a second stops at once, as a crash would (DUR-03)."""
+        def on_signal(sig: signal.Signals) -> None:
+            if worker.stopping.is_set():
+                log.warning("second %s: stopping at once; the next open ends this process's leases", sig.name)
+                os._exit(128 + sig)
+            log.info("%s: finishing running handlers (grace %gs), claiming no more", sig.name, worker.grace)
+            worker.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
+
+    async def _maintain_every(self, period: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.clock.sleep(period)
+            try:
+                await loop.run_in_executor(None, self.maintain)
+            except Exception as exc:
+                log.error("maintenance failed: %s", exc)
+
+    def serve(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
+              grace: float = 30.0) -> None:
+        """Serve until SIGINT or SIGTERM (in the main thread) or until the store is closed elsewhere."""
+        handle = threading.current_thread() is threading.main_thread()
+        asyncio.run(self.serve_async(workers, queues, grace, handle_signals=handle))
+
+    def start(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
+              grace: float = 30.0) -> None:
+        """Serve on a background thread (for a WSGI app); ``stop()`` shuts it down gracefully."""
+        self._check_open()
+        if self._background is not None:
+            raise InvalidArgument("this store is already serving in the background")
+        self._served(queues)  # refuse bad queues here, not in the thread
+        self._background = threading.Thread(
+            target=lambda: asyncio.run(self.serve_async(workers, queues, grace)), name="tinystore-serve", daemon=True)
+        self._background.start()
+
+    def stop(self) -> None:
+        """Stop serving: claim nothing more, let running handlers finish within the grace period."""
+        for worker, (loop, _) in list(self._serving.items()):
+            loop.call_soon_threadsafe(worker.stop)
+        if self._background is not None and self._background is not threading.current_thread():
+            self._background.join()
+            self._background = None
+
+    def close(self) -> None:
+        """Stop serving, then give back what the store holds. Safe to call twice."""
+        if self._closed:
+            return
+        serving = list(self._serving.values())
+        self.stop()
+        for _, finished in serving:  # serve() in other threads: wait until they settled what ran
+            finished.wait()
+        self._closed = True
+        self._watches.close()
+        self._notifier.close()
+        self._backend.close()
+
+    def _tell_cancelled(self, seq: int) -> None:
+        """A job running in this process was cancelled: tell its handler (JOB-12)."""
+        active = self._active.get(seq)
+        if active is not None:
+            loop, task, run = active
+            run.cancelled = True
+            if isinstance(run, AsyncRun):
+                loop.call_soon_threadsafe(task.cancel)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

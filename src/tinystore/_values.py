@@ -1,0 +1,78 @@
+"""Checks and encodings of what users hand in: names, ids, payloads, times."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from ._errors import InvalidArgument, LimitExceeded
+
+MAX_JSON = 1024 * 1024
+MAX_PROGRESS = 4 * 1024
+MAX_ID = 1024
+QUEUE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def check_queue_name(name: object) -> str:
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
+        raise InvalidArgument(
+            f"queue name {name!r} must match [a-z0-9][a-z0-9_-]{{0,63}}: "
+            "lower-case letters, digits, '_' and '-', at most 64"
+        )
+    return name
+
+
+def check_text_id(value: object, what: str, queue: str, job_id: str | None = None) -> str:
+    """An id or a group: 1 to 1024 bytes of UTF-8 text."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{what} must be a str, not {type(value).__name__} {value!r}", queue=queue, job_id=job_id)
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{what} {value!r} is not valid UTF-8 text", queue=queue, job_id=job_id) from None
+    if not 1 <= size <= MAX_ID:
+        raise LimitExceeded(f"{what} must be 1 to {MAX_ID} bytes of UTF-8, not {size}", queue=queue, job_id=job_id)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """Turn dataclasses and pydantic models into plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def encode_json(value: Any, what: str, queue: str, job_id: str | None = None, limit: int = MAX_JSON) -> str:
+    """Compact JSON text of ``value``, or InvalidArgument / LimitExceeded saying why not."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{what} is not JSON: {exc}", queue=queue, job_id=job_id) from None
+    except RecursionError:
+        raise InvalidArgument(f"{what} is nested too deeply to be JSON", queue=queue, job_id=job_id) from None
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise LimitExceeded(f"{what} is {size} bytes of JSON, over the limit of {limit}", queue=queue, job_id=job_id)
+    return text
+
+
+def to_timestamp(at: object, queue: str, job_id: str | None = None) -> float:
+    """``at=`` as UNIX seconds: an aware datetime or a number; naive datetimes are refused."""
+    if isinstance(at, datetime):
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise InvalidArgument(f"at={at!r} is a naive datetime; give it a timezone", queue=queue, job_id=job_id)
+        return at.timestamp()
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at):
+        return float(at)
+    raise InvalidArgument(f"at={at!r} must be an aware datetime or UNIX seconds", queue=queue, job_id=job_id)
+
+
+def from_timestamp(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=timezone.utc)

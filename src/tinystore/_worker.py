@@ -1,0 +1,253 @@
+"""Serving queues: claim due jobs in batches, run their handlers, settle, renew leases.
+
+One event loop serves every queue of a worker. Per queue, a ``QueueRunner``
+keeps one claim cycle in flight at a time; a cycle settles the attempts that
+finished since the last one and claims for the free slots in the same
+transaction. ``async def`` handlers run on the loop; ``def`` handlers in a
+thread pool. Between cycles a runner sleeps until a handler finishes, the
+store changes, or the next job is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ._run import AsyncRun, Run
+from ._settle import LOST_LEASE, Requeue, decide
+from .backends._base import Claimed, Settlement
+
+if TYPE_CHECKING:
+    from ._queue import Queue
+    from ._store import Store
+
+log = logging.getLogger("tinystore.worker")
+
+ASYNC_SLOTS = 200  # handlers at once per queue when not told: async ones wait, they do not hold threads
+SYNC_SLOTS = 16
+
+
+def describe(exc: BaseException) -> str:
+    """An attempt's error: the exception's type and message, then its traceback."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return f"{type(exc).__name__}: {exc}\n{tb}"
+
+
+class QueueRunner:
+    def __init__(self, worker: "Worker", queue: "Queue", slots: Optional[int]):
+        self.worker = worker
+        self.queue = queue
+        self.handler = queue.handler
+        self.is_async = asyncio.iscoroutinefunction(self.handler)
+        self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
+        self.running: dict[int, tuple[asyncio.Task, Any]] = {}
+        self.settled: list[Settlement] = []
+        self.poke = asyncio.Event()
+        self.wake_at: Optional[float] = None
+        self.maybe_due = True
+
+    @property
+    def store(self) -> "Store":
+        return self.worker.store
+
+    def notice(self) -> None:
+        self.maybe_due = True
+        self.poke.set()
+
+    async def serve(self, until_idle: bool = False) -> int:
+        """Claim and run until stopped, or (until_idle) until nothing is due and nothing runs."""
+        clock, loop = self.store.clock, asyncio.get_running_loop()
+        claimed_here = 0
+        while True:
+            stopping = self.worker.stopping.is_set()
+            free = 0 if stopping else self.slots - len(self.running)
+            if self.settled or (free > 0 and (self.maybe_due or self._due(clock.now()))):
+                self.maybe_due = False
+                claimed = await self._cycle(free)
+                claimed_here += len(claimed)
+                if self.worker.stopping.is_set() and claimed:
+                    await self._give_back(claimed)
+                else:
+                    for c in claimed:
+                        self._start(c)
+                if len(claimed) == free and free > 0:
+                    self.maybe_due = True  # there may be more
+                continue
+            if stopping and not self.running:
+                return claimed_here
+            if until_idle and not self.running and not self._due(clock.now()):
+                return claimed_here
+            self.poke.clear()
+            timer = None
+            if self.wake_at is not None and not until_idle:
+                timer = clock.call_later(loop, self.wake_at - clock.now(), self.notice)
+            try:
+                await self.poke.wait()  # a handler finished, the store changed, a job is due, or stop()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def _due(self, now: float) -> bool:
+        return self.wake_at is not None and self.wake_at <= now
+
+    async def _cycle(self, want: int) -> list[Claimed]:
+        settlements, self.settled = self.settled, []
+        q, now = self.queue, self.store.clock.now()
+        cycle = await asyncio.wrap_future(
+            self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want, now))
+        for s in cycle.stale:
+            log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended",
+                     q.name, s.seq, s.attempt)
+        self.wake_at = cycle.wake_at
+        return cycle.claimed
+
+    async def _give_back(self, claimed: list[Claimed]) -> None:
+        q = self.queue
+        await asyncio.wrap_future(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now()))
+
+    def _start(self, c: Claimed) -> None:
+        q = self.queue
+        run_type = AsyncRun if self.is_async else Run
+        run = run_type(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+        task = asyncio.ensure_future(self._run(c, run))
+        self.running[c.seq] = (task, run)
+        self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
+
+    async def _run(self, c: Claimed, run: Any) -> None:
+        q, clock, loop = self.queue, self.store.clock, asyncio.get_running_loop()
+        task = asyncio.current_task()
+        timed_out = False
+
+        def time_out() -> None:
+            nonlocal timed_out
+            timed_out = True
+            task.cancel()
+
+        timer = clock.call_later(loop, q.options.timeout, time_out)
+        answer: Any = None
+        try:
+            payload = json.loads(c.payload)
+            if self.is_async:
+                answer = await self.handler(payload, run)
+            else:
+                answer = await loop.run_in_executor(self.worker.pool, self.handler, payload, run)
+        except asyncio.CancelledError:
+            if run.cancelled:
+                answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone
+            elif timed_out:
+                answer = f"timeout: the handler ran past the queue's timeout of {q.options.timeout:g}s"
+                log.warning("%s/%s attempt %d timed out", q.name, c.id, c.attempt)
+            else:
+                answer = _LOST  # stopped past the grace period: the next attempt takes over
+        except Exception as exc:
+            answer = describe(exc)
+            log.warning("%s/%s attempt %d failed: %s: %s", q.name, c.id, c.attempt, type(exc).__name__, exc,
+                        extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
+        finally:
+            timer.cancel()
+            self.running.pop(c.seq, None)
+            self.store._active.pop(c.seq, None)
+        if answer is not _NO_SETTLEMENT:
+            now = clock.now()
+            decision = Requeue(now, LOST_LEASE) if answer is _LOST else decide(answer, c.attempt, q.options, now)
+            self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
+        self.poke.set()
+
+
+_NO_SETTLEMENT = object()
+_LOST = object()
+
+
+class Worker:
+    """Serves a store's queues that have handlers, in one event loop."""
+
+    def __init__(self, store: "Store", queues: list["Queue"], workers: Optional[int] = None, grace: float = 30.0):
+        self.store = store
+        self.grace = grace
+        self.stopping = asyncio.Event()
+        self.runners = [QueueRunner(self, q, workers) for q in queues]
+        sync_slots = sum(r.slots for r in self.runners if not r.is_async)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, sync_slots), thread_name_prefix="tinystore-handler")
+
+    def _listen(self) -> Callable[[bool], None]:
+        loop = asyncio.get_running_loop()
+
+        def changed(external: bool) -> None:
+            loop.call_soon_threadsafe(self._changed, external)
+        return changed
+
+    def _changed(self, external: bool) -> None:
+        for r in self.runners:
+            r.notice()
+        if external:
+            self._check_leases()
+
+    def _check_leases(self) -> None:
+        """Tell handlers whose lease another process ended (a cancel): their job is gone."""
+        running = [seq for r in self.runners for seq in r.running]
+        if not running:
+            return
+        held = self.store._backend.held(self.store._owner, running)
+        for r in self.runners:
+            for seq, (task, run) in list(r.running.items()):
+                if seq not in held and not run.cancelled:
+                    run.cancelled = True
+                    if r.is_async:
+                        task.cancel()
+
+    async def _renew(self) -> None:
+        clock = self.store.clock
+        while True:
+            await clock.sleep(min(r.queue.options.lease for r in self.runners) / 2)
+            for r in self.runners:
+                r.queue.reload()
+                if r.running:
+                    expires = clock.now() + r.queue.options.lease
+                    await asyncio.wrap_future(self.store._backend.renew(r.queue.name, self.store._owner, expires))
+
+    async def serve(self) -> None:
+        """Serve until ``stop()``: then claim nothing more, let handlers finish within the grace period."""
+        listener = self._listen()
+        self.store._notifier.subscribe(listener)
+        renewer = asyncio.ensure_future(self._renew())
+        serving = [asyncio.ensure_future(r.serve()) for r in self.runners]
+        try:
+            await self.stopping.wait()
+            _, pending = await asyncio.wait(serving, timeout=self.grace)
+            if pending:
+                log.warning("%d handlers still ran after the %gs grace period; their jobs go to the next attempt",
+                            sum(len(r.running) for r in self.runners), self.grace)
+                for r in self.runners:
+                    for task, _ in list(r.running.values()):
+                        task.cancel()
+                await asyncio.wait(pending)
+            for t in serving:
+                t.result()
+        finally:
+            renewer.cancel()
+            self.store._notifier.unsubscribe(listener)
+            for t in serving:
+                t.cancel()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def run_until_idle(self) -> None:
+        """Run what is due now, in rounds, until a round finds nothing to claim."""
+        listener = self._listen()
+        self.store._notifier.subscribe(listener)
+        try:
+            while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
+                for r in self.runners:
+                    r.maybe_due = True
+        finally:
+            self.store._notifier.unsubscribe(listener)
+            self.pool.shutdown(wait=True)
+
+    def stop(self) -> None:
+        """Stop claiming; handlers finish within the grace period. Call on the worker's loop."""
+        self.stopping.set()
+        for r in self.runners:
+            r.poke.set()

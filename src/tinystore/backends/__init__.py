@@ -1,0 +1,1 @@
+"""Storage backends. ``_base.Backend`` is the interface; ``sqlite`` implements it."""

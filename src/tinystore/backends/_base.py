@@ -1,0 +1,167 @@
+"""The one interface between a store and its database.
+
+Writes return a ``concurrent.futures.Future`` that resolves once the write is
+durable (committed), so that a sync caller waits on it and an async worker
+awaits it without blocking its loop. Reads run on the caller's thread.
+Backends know rows and JSON text, not Python payloads.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from .._options import QueueOptions
+from .._settle import Decision
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job as stored. ``state`` is queued, running, done or failed."""
+
+    seq: int
+    queue: str
+    id: str
+    payload: str
+    grp: Optional[str]
+    state: str
+    at: float
+    attempt: int
+    error: Optional[str]
+    progress: Optional[str]
+    expires: Optional[float]
+
+
+@dataclass(frozen=True)
+class NewJob:
+    id: str
+    payload: str
+    grp: Optional[str]
+    at: float
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A job a claim took: its lease is ``(seq, attempt)``."""
+
+    seq: int
+    id: str
+    payload: str
+    grp: Optional[str]
+    at: float
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """The end of one attempt, named by its lease."""
+
+    seq: int
+    attempt: int
+    grp: Optional[str]
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """What one claim cycle did: jobs claimed, settlements that were stale, when to look again."""
+
+    claimed: list[Claimed]
+    stale: list[Settlement]
+    wake_at: Optional[float]
+
+
+class Backend(ABC):
+    """Everything a store asks of its database."""
+
+    # Lifecycle
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def register(self, now: float) -> int:
+        """Register this process; end the leases of every process that died (DUR-03). Returns its owner id."""
+
+    # Queues
+    @abstractmethod
+    def load_options(self, queue: str) -> Optional[QueueOptions]: ...
+
+    @abstractmethod
+    def save_options(self, queue: str, options: QueueOptions) -> Future: ...
+
+    @abstractmethod
+    def queue_names(self) -> list[str]: ...
+
+    # Jobs
+    @abstractmethod
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
+        """Add jobs in one transaction; resolves to ``[(JobRow, added)]`` in order."""
+
+    @abstractmethod
+    def get(self, queue: str, id: str) -> Optional[JobRow]: ...
+
+    @abstractmethod
+    def get_many(self, seqs: list[int]) -> dict[int, JobRow]: ...
+
+    @abstractmethod
+    def ahead(self, row: JobRow, now: float) -> int: ...
+
+    @abstractmethod
+    def was_cancelled(self, seq: int) -> bool: ...
+
+    @abstractmethod
+    def cancel(self, queue: str, id: str, opts: QueueOptions, now: float) -> Future:
+        """Resolves to the cancelled JobRow, or None when no scheduled, waiting or running job had that id."""
+
+    @abstractmethod
+    def retry_failed(self, queue: str, id: str, now: float) -> Future: ...
+
+    @abstractmethod
+    def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str], now: float) -> list[JobRow]: ...
+
+    @abstractmethod
+    def stats(self, now: float) -> dict[str, Any]: ...
+
+    # Workers
+    @abstractmethod
+    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int, now: float) -> Future:
+        """Settle, end expired leases and claim up to ``want`` jobs in one transaction; resolves to a Cycle."""
+
+    @abstractmethod
+    def give_back(self, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float) -> Future:
+        """Jobs claimed but never started wait again, their attempts not counted."""
+
+    @abstractmethod
+    def renew(self, queue: str, owner: int, expires: float) -> Future: ...
+
+    @abstractmethod
+    def progress(self, seq: int, attempt: int, value: str) -> Future: ...
+
+    @abstractmethod
+    def step_answer(self, seq: int, name: str) -> Optional[str]: ...
+
+    @abstractmethod
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+        """Resolves to True when kept, False when the attempt no longer holds its lease."""
+
+    @abstractmethod
+    def keep_step_in(self, tx: Any, seq: int, attempt: int, name: str, answer: str) -> None:
+        """Keep a step's answer inside an open transaction (run.transaction)."""
+
+    @abstractmethod
+    def held(self, owner: int, seqs: list[int]) -> set[int]:
+        """Which of these jobs the process still holds a lease on."""
+
+    @abstractmethod
+    def run_transaction(self, fn: Callable[[Any], Any], lease: Optional[tuple[int, int]] = None) -> Any:
+        """Run ``fn(tx)`` in one write transaction; with ``lease``, roll back unless it is still held."""
+
+    @abstractmethod
+    def maintain(self, now: float, batch: int) -> dict[str, int]: ...
+
+    # Change notices
+    @abstractmethod
+    def changed(self) -> bool:
+        """Whether another connection committed since the last call (cheap; polled)."""

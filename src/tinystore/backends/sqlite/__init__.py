@@ -1,0 +1,382 @@
+"""The SQLite backend: a store is one file, written by one writer thread per process.
+
+Files: ``_connection`` (pragmas, busy waits), ``_writer`` (group commit),
+``_claim`` (claims under limits), ``_groups`` (group bookkeeping), ``_leases``
+(settlements, expiry, dead processes), ``_liveness`` (process locks),
+``_sql`` (loads ``queries.sql`` and the migrations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
+
+from ..._errors import Conflict, InvalidArgument
+from ..._options import QueueOptions
+from ..._settle import Requeue
+from ..._transaction import Transaction
+from .._base import Backend, Cycle, JobRow, NewJob, Settlement
+from . import _claim, _groups, _leases, _liveness
+from ._connection import begin_immediate, check_file, connect, corrupt, is_busy
+from ._sql import MIGRATIONS, Q
+from ._writer import Writer
+
+SYNCHRONOUS = ("FULL", "NORMAL", "OFF")
+
+
+class SQLiteBackend(Backend):
+    def __init__(self, path: str, synchronous: str = "FULL", on_commit: Callable[[], None] = lambda: None):
+        if synchronous not in SYNCHRONOUS:
+            raise InvalidArgument(f"synchronous={synchronous!r} must be one of {', '.join(SYNCHRONOUS)}")
+        self.path = os.path.abspath(path)
+        self._lock_path = self.path + "-tinystore.lock"
+        self._synchronous = synchronous
+        self._on_commit = on_commit
+        check_file(self.path)
+        if not os.path.exists(self.path):
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            conn = connect(self.path, synchronous)
+            conn.execute("PRAGMA schema_version").fetchone()  # reads page 1: refuses garbage before writing
+            if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+                raise InvalidArgument(f"{self.path} cannot be put in WAL mode")
+            self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            if is_busy(exc):
+                raise
+            raise corrupt(self.path, exc) from None
+        self._writer = Writer(conn, self._committed)
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._watch_conn = connect(self.path, synchronous)
+        self._watch_lock = threading.Lock()
+        self._data_version = self._read_data_version()
+        self._owner: Optional[int] = None
+        self._options: dict[str, QueueOptions] = {}
+
+    # Lifecycle
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        begin_immediate(conn)
+        try:
+            conn.execute("CREATE TABLE IF NOT EXISTS tinystore_migrations"
+                         " (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+            done = {v for (v,) in conn.execute("SELECT version FROM tinystore_migrations")}
+            for version, script in MIGRATIONS:
+                if version not in done:
+                    for statement in _statements(script):
+                        conn.execute(statement)
+                    conn.execute("INSERT INTO tinystore_migrations (version) VALUES (?)", (version,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def register(self, now: float) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            owner = conn.execute(Q.process_insert, (os.getpid(), socket.gethostname(), now)).fetchone()[0]
+            _liveness.hold(self._lock_path, owner)  # before the commit makes the row visible
+            for other, _, _ in conn.execute(Q.process_list).fetchall():
+                if other != owner and not _liveness.is_alive(self._lock_path, other):
+                    _leases.end_owner(conn, other, self._options_in, now)
+                    conn.execute(Q.process_delete, (other,))
+            return owner
+        self._owner = self._writer.submit(op).result()
+        return self._owner
+
+    def close(self) -> None:
+        if self._owner is not None:
+            owner = self._owner
+            self._writer.submit(lambda conn: conn.execute(Q.process_delete, (owner,))).result()
+        self._writer.close()
+        if self._owner is not None:
+            _liveness.release(self._lock_path, self._owner)
+            self._owner = None
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+        with self._watch_lock:
+            self._watch_conn.close()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        return self._writer.submit(fn, *args)
+
+    def _committed(self) -> None:
+        self._on_commit()
+
+    def _thread_connection(self) -> sqlite3.Connection:
+        """This thread's connection, for reads and for store.transaction()."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path, self._synchronous)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, in one read transaction."""
+        conn = self._thread_connection()
+        if conn.in_transaction:  # inside this thread's store.transaction(): read what it wrote
+            yield conn
+            return
+        while True:
+            try:
+                conn.execute("BEGIN")
+                break
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    # Queues
+
+    def _options_in(self, queue: str, conn: Optional[sqlite3.Connection] = None) -> QueueOptions:
+        row = (conn or self._writer_conn()).execute(Q.queue_options, (queue,)).fetchone()
+        return QueueOptions.from_json(json.loads(row[0])) if row else QueueOptions()
+
+    def _writer_conn(self) -> sqlite3.Connection:
+        return self._writer._conn
+
+    def load_options(self, queue: str) -> Optional[QueueOptions]:
+        with self._read() as conn:
+            row = conn.execute(Q.queue_options, (queue,)).fetchone()
+        return QueueOptions.from_json(json.loads(row[0])) if row else None
+
+    def save_options(self, queue: str, options: QueueOptions) -> Future:
+        def op(conn: sqlite3.Connection) -> None:
+            before = self._options_in(queue, conn)
+            conn.execute(Q.queue_save, (queue, json.dumps(options.to_json())))
+            if before.group_concurrency != options.group_concurrency:
+                _groups.refresh(conn, queue, options)
+        return self.submit(op)
+
+    def queue_names(self) -> list[str]:
+        with self._read() as conn:
+            return [name for name, _ in conn.execute(Q.queue_names)]
+
+    # Jobs
+
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
+        if tx is not None:
+            future: Future = Future()
+            future.set_result(_add(tx, queue, jobs, now))
+            return future
+        return self.submit(_add, queue, jobs, now)
+
+    def get(self, queue: str, id: str) -> Optional[JobRow]:
+        with self._read() as conn:
+            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
+        return JobRow(*row) if row else None
+
+    def get_many(self, seqs: list[int]) -> dict[int, JobRow]:
+        with self._read() as conn:
+            rows = conn.execute(Q.jobs_by_seqs, (json.dumps(seqs),)).fetchall()
+        return {r[0]: JobRow(*r) for r in rows}
+
+    def ahead(self, row: JobRow, now: float) -> int:
+        args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
+        with self._read() as conn:
+            return (conn.execute(Q.ahead_ungrouped, args).fetchone()[0]
+                    + conn.execute(Q.ahead_grouped, args).fetchone()[0])
+
+    def was_cancelled(self, seq: int) -> bool:
+        with self._read() as conn:
+            return conn.execute(Q.cancelled_get, (seq,)).fetchone() is not None
+
+    def cancel(self, queue: str, id: str, opts: QueueOptions, now: float) -> Future:
+        def op(conn: sqlite3.Connection) -> Optional[JobRow]:
+            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
+            if row is None or row[5] not in ("queued", "running"):
+                return None
+            job = JobRow(*row)
+            conn.execute(Q.lease_drop, (job.seq,))
+            conn.execute(Q.steps_delete, (job.seq,))
+            conn.execute(Q.job_delete, (job.seq,))
+            conn.execute(Q.cancelled_mark, (job.seq, now))
+            if job.grp is not None:
+                _groups.recompute(conn, queue, job.grp, opts, now)
+            return job
+        return self.submit(op)
+
+    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+        def op(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
+            if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
+                return False
+            conn.execute(Q.job_retry_failed, (now, row[0]))
+            if row[4] is not None:
+                conn.execute(Q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
+            return True
+        return self.submit(op)
+
+    def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
+             now: float) -> list[JobRow]:
+        with self._read() as conn:
+            after_seq = 0
+            if after is not None:
+                row = conn.execute(Q.job_by_id, (queue, after)).fetchone()
+                if row is None:
+                    raise InvalidArgument(f"after={after!r} names no job", queue=queue, job_id=after)
+                after_seq = row[0]
+            rows = conn.execute(Q.jobs_page, {"queue": queue, "after": after_seq, "grp": grp, "now": now,
+                                              "state": state, "limit": limit}).fetchall()
+        return [JobRow(*r) for r in rows]
+
+    def stats(self, now: float) -> dict[str, Any]:
+        with self._read() as conn:
+            states = conn.execute(Q.stats, {"now": now}).fetchall()
+            recent = conn.execute(Q.recent_counts, (int(now // 60) - 1,)).fetchall()
+            names = [name for name, _ in conn.execute(Q.queue_names)]
+        return {"states": states, "recent": recent, "queues": names}
+
+    def job_detail(self, seq: int) -> dict[str, Any]:
+        """The steps kept under a job and its lease holder, for operators."""
+        with self._read() as conn:
+            steps = conn.execute(Q.steps_of_job, (seq,)).fetchall()
+            lease = conn.execute(Q.lease_of_job, (seq,)).fetchone()
+        return {"steps": steps, "lease": lease}
+
+    # Workers
+
+    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
+              now: float) -> Future:
+        def op(conn: sqlite3.Connection) -> Cycle:
+            stale = _leases.settle(conn, queue, opts, settlements, now) if settlements else []
+            _leases.end_expired(conn, queue, opts, now)
+            claimed, slides = _claim.claim(conn, queue, opts, owner, want, now) if want > 0 else ([], None)
+            wake = None
+            if len(claimed) < want:
+                times = [t for t in (slides, _claim.next_wake(conn, queue, now)) if t is not None]
+                wake = min(times) if times else None
+            return Cycle(claimed, stale, wake)
+        return self.submit(op)
+
+    def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float) -> Future:
+        """Jobs claimed but never started go back to waiting, their attempts not counted."""
+        settlements = [Settlement(c.seq, c.attempt, c.grp, Requeue(c.at, None, uncount=True)) for c in claimed]
+        return self.submit(_leases.settle, queue, opts, settlements, now)
+
+    def renew(self, queue: str, owner: int, expires: float) -> Future:
+        return self.submit(lambda conn: conn.execute(Q.lease_renew, (expires, owner, queue)).rowcount)
+
+    def progress(self, seq: int, attempt: int, value: str) -> Future:
+        def op(conn: sqlite3.Connection) -> bool:
+            if conn.execute(Q.lease_held, (seq, attempt)).fetchone() is None:
+                return False
+            conn.execute(Q.job_progress, (value, seq))
+            return True
+        return self.submit(op)
+
+    def step_answer(self, seq: int, name: str) -> Optional[str]:
+        with self._read() as conn:
+            row = conn.execute(Q.step_get, (seq, name)).fetchone()
+        return row[0] if row else None
+
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+        def op(conn: sqlite3.Connection) -> bool:
+            if conn.execute(Q.lease_held, (seq, attempt)).fetchone() is None:
+                return False
+            conn.execute(Q.step_keep, (seq, name, attempt, answer))
+            return True
+        return self.submit(op)
+
+    def keep_step_in(self, tx: Transaction, seq: int, attempt: int, name: str, answer: str) -> None:
+        tx.connection.execute(Q.step_keep, (seq, name, attempt, answer))
+
+    def held(self, owner: int, seqs: list[int]) -> set[int]:
+        with self._read() as conn:
+            return {s for (s,) in conn.execute(Q.leases_held, (owner, json.dumps(seqs)))}
+
+    def run_transaction(self, fn: Callable[[Transaction], Any], lease: Optional[tuple[int, int]] = None) -> Any:
+        with self.transaction() as tx:
+            if lease is not None and tx.connection.execute(Q.lease_held, lease).fetchone() is None:
+                raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
+            return fn(tx)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction on this thread's connection; commit on success, roll back on error."""
+        conn = self._thread_connection()
+        if conn.in_transaction:
+            raise InvalidArgument("a store.transaction() is already open in this thread")
+        begin_immediate(conn)
+        tx = Transaction(conn, self)
+        try:
+            yield tx
+        except BaseException:
+            conn.execute("ROLLBACK")
+            tx.closed = True
+            raise
+        conn.execute("COMMIT")
+        tx.closed = True
+        self._on_commit()
+
+    def in_transaction(self) -> bool:
+        """Whether this thread has a store.transaction() open (its writes must go through it)."""
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and conn.in_transaction
+
+    def maintain(self, now: float, batch: int = 500) -> dict[str, int]:
+        def op(conn: sqlite3.Connection) -> int:
+            seqs = [s for (s,) in conn.execute(Q.expired_jobs, (now, batch)).fetchall()]
+            conn.executemany(Q.steps_delete, [(s,) for s in seqs])
+            return len(seqs)
+        removed = 0
+        while True:  # one short transaction per batch: the write lock is never held long
+            count = self.submit(op).result()
+            removed += count
+            if count < batch:
+                break
+        self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
+                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
+        return {"removed": removed}
+
+    # Change notices
+
+    def _read_data_version(self) -> int:
+        return self._watch_conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def changed(self) -> bool:
+        with self._watch_lock:
+            version = self._read_data_version()
+            changed, self._data_version = version != self._data_version, version
+        return changed
+
+
+def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
+    """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10)."""
+    results = []
+    for job in jobs:
+        row = conn.execute(Q.job_insert, (queue, job.id, job.payload, job.grp, job.at)).fetchone()
+        if row is None:
+            existing = JobRow(*conn.execute(Q.job_by_id, (queue, job.id)).fetchone())
+            if existing.expires is None or existing.expires > now:
+                results.append((existing, False))
+                continue
+            conn.execute(Q.steps_delete, (existing.seq,))  # past keep or dedupe: the id is free (JOB-11)
+            conn.execute(Q.job_delete, (existing.seq,))
+            row = conn.execute(Q.job_insert, (queue, job.id, job.payload, job.grp, job.at)).fetchone()
+        seq = row[0]
+        if job.grp is not None:
+            conn.execute(Q.group_add, {"queue": queue, "grp": job.grp, "at": job.at, "seq": seq})
+        results.append((JobRow(seq, queue, job.id, job.payload, job.grp, "queued", job.at, 0, None, None, None), True))
+    return results
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (migrations hold no triggers, so ';' ends each)."""
+    body = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
+    return [s.strip() for s in body.split(";") if s.strip()]

@@ -1,0 +1,72 @@
+"""Groups: how many of a group's jobs run, which job is its head, whether it has room.
+
+A group with room and a due head is "ready" and indexed by its head, so a
+claim reads ready groups in start order and never scans the jobs waiting
+behind a full one (LIM-02).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Optional
+
+from ..._options import QueueOptions
+from ._sql import Q
+
+
+def has_room(running: int, wake_at: Optional[float], opts: QueueOptions) -> int:
+    full = opts.group_concurrency is not None and running >= opts.group_concurrency
+    return 0 if full or wake_at is not None else 1
+
+
+def window_room(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, now: float) -> tuple[int, Optional[float]]:
+    """Starts left in a group's rate window, and when the window next slides."""
+    if opts.group_rate is None:
+        return 1 << 30, None
+    count, period = opts.group_rate
+    used, oldest = conn.execute(Q.group_starts_in_window, (queue, grp, now - period)).fetchone()
+    return count - used, (oldest + period if oldest is not None else None)
+
+
+def release(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions,
+            requeued: Optional[tuple[float, int]]) -> None:
+    """One of the group's jobs stopped running; ``requeued`` is its (at, seq) if it waits again."""
+    row = conn.execute(Q.group_get, (queue, grp)).fetchone()
+    if row is None:
+        return
+    running, head_at, head_seq, _, wake_at = row
+    running = max(0, running - 1)
+    if requeued is not None and (head_at is None or requeued < (head_at, head_seq)):
+        head_at, head_seq = requeued
+    save(conn, queue, grp, opts, running, head_at, head_seq, wake_at)
+
+
+def save(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, running: int,
+         head_at: Optional[float], head_seq: Optional[int], wake_at: Optional[float]) -> None:
+    if running == 0 and head_at is None:
+        conn.execute(Q.group_drop, (queue, grp))
+        return
+    conn.execute(Q.group_set, {"queue": queue, "grp": grp, "running": running, "head_at": head_at,
+                               "head_seq": head_seq, "ready": has_room(running, wake_at, opts),
+                               "wake_at": wake_at})
+
+
+def recompute(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, now: float) -> None:
+    """Rebuild a group's row from the jobs and leases (after a cancel or a recovery)."""
+    running = conn.execute(Q.group_running, (queue, grp)).fetchone()[0]
+    head = conn.execute(Q.head_of_group, (queue, grp)).fetchone()
+    head_at, head_seq = head if head else (None, None)
+    room, slides = window_room(conn, queue, grp, opts, now)
+    conn.execute(Q.group_ensure, (queue, grp))
+    save(conn, queue, grp, opts, running, head_at, head_seq, slides if room <= 0 else None)
+
+
+def refresh(conn: sqlite3.Connection, queue: str, opts: QueueOptions) -> None:
+    """Recompute which groups of a queue have room after its limits changed."""
+    limit = opts.group_concurrency if opts.group_concurrency is not None else 1 << 62
+    conn.execute(Q.groups_refresh, {"queue": queue, "limit": limit})
+
+
+def seqs_json(seqs) -> str:
+    return json.dumps(list(seqs))

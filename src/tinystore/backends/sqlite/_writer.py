@@ -1,0 +1,95 @@
+"""The one writer of a process: group commit.
+
+Every write of a store (adds, claims, settlements, steps, renewals) is an
+operation queued here. The writer thread runs all the operations waiting at
+that moment in one transaction, each in its own savepoint so that one's error
+touches no other, commits once (one fsync for all of them), and only then
+resolves their futures. A caller therefore returns only after its write is on
+disk, and concurrent callers share the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from ..._errors import Closed
+from ._connection import begin_immediate
+
+log = logging.getLogger("tinystore.store")
+MAX_OPERATIONS = 512  # per transaction, so that no commit holds the write lock long
+
+
+class Writer:
+    def __init__(self, conn: sqlite3.Connection, on_commit: Callable[[], None]):
+        self._conn = conn
+        self._on_commit = on_commit
+        self._pending: deque = deque()
+        self._cv = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name="tinystore-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it."""
+        future: Future = Future()
+        with self._cv:
+            if self._closing:
+                raise Closed("the store is closed")
+            self._pending.append((fn, args, future))
+            self._cv.notify()
+        return future
+
+    def close(self) -> None:
+        """Finish what is queued, then stop."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._pending and not self._closing:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                batch = [self._pending.popleft() for _ in range(min(len(self._pending), MAX_OPERATIONS))]
+            self._run(batch)
+
+    def _run(self, batch: list) -> None:
+        conn = self._conn
+        outcomes = []
+        try:
+            begin_immediate(conn)
+            for fn, args, future in batch:
+                if not future.set_running_or_notify_cancel():
+                    continue
+                conn.execute("SAVEPOINT operation")
+                try:
+                    outcomes.append((future, fn(conn, *args), None))
+                    conn.execute("RELEASE operation")
+                except Exception as exc:  # one operation's error is its caller's, not the batch's
+                    conn.execute("ROLLBACK TO operation")
+                    conn.execute("RELEASE operation")
+                    outcomes.append((future, None, exc))
+            conn.execute("COMMIT")
+        except Exception as exc:
+            log.error("a write transaction failed: %s", exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for fn, args, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for future, result, exc in outcomes:
+            if exc is None:
+                future.set_result(result)
+            else:
+                future.set_exception(exc)
+        self._on_commit()

@@ -1,0 +1,325 @@
+-- Every statement the SQLite backend runs, each under a name with a line of description.
+-- A list of seqs is passed as one JSON array and read with json_each, so each
+-- statement is prepared once whatever the size of the batch.
+
+-- name: queue_options
+-- The options a queue keeps in the store.
+SELECT options FROM tinystore_queues WHERE name = ?;
+
+-- name: queue_save
+-- Keep a queue's options.
+INSERT INTO tinystore_queues (name, options) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET options = excluded.options;
+
+-- name: queue_names
+-- Every queue the store knows.
+SELECT name, options FROM tinystore_queues ORDER BY name;
+
+-- name: job_insert
+-- Add a job, unless its id names one already; returns its seq when added.
+INSERT INTO tinystore_jobs (queue, id, payload, grp, state, at)
+VALUES (?, ?, ?, ?, 'queued', ?)
+ON CONFLICT (queue, id) DO NOTHING
+RETURNING seq;
+
+-- name: job_by_id
+-- A job by its id.
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+FROM tinystore_jobs WHERE queue = ? AND id = ?;
+
+-- name: job_by_seq
+-- A job by its seq.
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+FROM tinystore_jobs WHERE seq = ?;
+
+-- name: jobs_by_seqs
+-- Several jobs by their seqs (a JSON array).
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
+
+-- name: job_delete
+-- A job leaves the queue, with its steps.
+DELETE FROM tinystore_jobs WHERE seq = ?;
+
+-- name: steps_delete
+-- The steps of a job that left the queue.
+DELETE FROM tinystore_steps WHERE job = ?;
+
+-- name: ahead_ungrouped
+-- Due jobs without a group that start before (at, seq).
+SELECT count(*) FROM tinystore_jobs
+WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) < (:at, :seq);
+
+-- name: ahead_grouped
+-- Due jobs of any group that start before (at, seq).
+SELECT count(*) FROM tinystore_jobs
+WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) < (:at, :seq);
+
+-- name: due_ungrouped
+-- The first due jobs without a group, in start order.
+SELECT at, seq, NULL FROM tinystore_jobs
+WHERE queue = ? AND state = 'queued' AND grp IS NULL AND at <= ?
+ORDER BY at, seq LIMIT ?;
+
+-- name: due_in_group
+-- The first due jobs of one group, in start order.
+SELECT at, seq, grp FROM tinystore_jobs
+WHERE queue = ? AND grp = ? AND state = 'queued' AND at <= ?
+ORDER BY at, seq LIMIT ?;
+
+-- name: head_of_group
+-- The first queued job of a group, due or not.
+SELECT at, seq FROM tinystore_jobs
+WHERE queue = ? AND grp = ? AND state = 'queued'
+ORDER BY at, seq LIMIT 1;
+
+-- name: next_ungrouped
+-- When the next job without a group is due.
+SELECT at FROM tinystore_jobs
+WHERE queue = ? AND state = 'queued' AND grp IS NULL
+ORDER BY at, seq LIMIT 1;
+
+-- name: take
+-- Claim jobs: running, with their attempt counted now (JOB-04).
+UPDATE tinystore_jobs SET state = 'running', attempt = attempt + 1, error = NULL, progress = NULL
+WHERE seq IN (SELECT value FROM json_each(?))
+RETURNING seq, id, payload, grp, at, attempt;
+
+-- name: lease_insert
+-- A lease per claimed job, naming its attempt.
+INSERT INTO tinystore_leases (job, attempt, queue, owner, expires)
+SELECT seq, attempt, queue, ?, ? FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
+
+-- name: lease_count
+-- Live leases of a queue.
+SELECT count(*) FROM tinystore_leases WHERE queue = ?;
+
+-- name: lease_end
+-- End the lease of one attempt; no row when that attempt no longer holds it (JOB-05).
+DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
+
+-- name: lease_held
+-- Whether an attempt still holds its lease.
+SELECT 1 FROM tinystore_leases WHERE job = ? AND attempt = ?;
+
+-- name: lease_of_job
+-- The lease a job is under, and its holder.
+SELECT l.attempt, l.expires, p.pid, p.host
+FROM tinystore_leases l LEFT JOIN tinystore_processes p ON p.id = l.owner
+WHERE l.job = ?;
+
+-- name: lease_renew
+-- Renew the leases a process holds in a queue.
+UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ?;
+
+-- name: leases_expired
+-- Leases of a queue that ran out.
+SELECT job, attempt FROM tinystore_leases WHERE queue = ? AND expires <= ? LIMIT 500;
+
+-- name: leases_of_owner
+-- Every lease a process holds.
+SELECT job, attempt, queue FROM tinystore_leases WHERE owner = ?;
+
+-- name: next_expiry
+-- When the next lease of a queue runs out.
+SELECT min(expires) FROM tinystore_leases WHERE queue = ?;
+
+-- name: job_requeue
+-- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back.
+UPDATE tinystore_jobs SET state = 'queued', at = :at, attempt = attempt - :uncount, error = :error
+WHERE seq = :seq;
+
+-- name: job_fail
+-- The job failed for good; it is kept with its error until `expires`.
+UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ? WHERE seq = ?;
+
+-- name: job_done
+-- The job is done; it is kept until `expires` so that its id adds nothing.
+UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ? WHERE seq = ?;
+
+-- name: job_retry_failed
+-- A failed job runs again, its attempts from zero.
+UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = ?, expires = NULL
+WHERE seq = ? AND state = 'failed';
+
+-- name: job_progress
+-- The progress a running attempt reports.
+UPDATE tinystore_jobs SET progress = ? WHERE seq = ? AND state = 'running';
+
+-- name: step_get
+-- A kept step answer.
+SELECT answer FROM tinystore_steps WHERE job = ? AND name = ?;
+
+-- name: step_keep
+-- Keep a step's answer.
+INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?)
+ON CONFLICT (job, name) DO NOTHING;
+
+-- name: steps_of_job
+-- Every step kept under a job.
+SELECT name, attempt, answer FROM tinystore_steps WHERE job = ? ORDER BY name;
+
+-- name: group_add
+-- A job joins its group: the group's head is its first queued job.
+INSERT INTO tinystore_groups (queue, grp, head_at, head_seq) VALUES (:queue, :grp, :at, :seq)
+ON CONFLICT (queue, grp) DO UPDATE SET head_at = excluded.head_at, head_seq = excluded.head_seq
+WHERE head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (head_at, head_seq);
+
+-- name: groups_ready
+-- Groups with room whose first job is due, in start order.
+SELECT grp, running FROM tinystore_groups
+WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL AND head_at <= ?
+ORDER BY head_at, head_seq LIMIT ?;
+
+-- name: group_get
+-- One group.
+SELECT running, head_at, head_seq, ready, wake_at FROM tinystore_groups WHERE queue = ? AND grp = ?;
+
+-- name: group_set
+-- A group's counts and head after a claim or a settlement.
+UPDATE tinystore_groups SET running = :running, head_at = :head_at, head_seq = :head_seq,
+    ready = :ready, wake_at = :wake_at
+WHERE queue = :queue AND grp = :grp;
+
+-- name: group_drop
+-- A group with nothing queued and nothing running.
+DELETE FROM tinystore_groups WHERE queue = ? AND grp = ?;
+
+-- name: groups_woken
+-- Rate-limited groups whose window has room again.
+SELECT grp FROM tinystore_groups WHERE queue = ? AND wake_at <= ?;
+
+-- name: groups_refresh
+-- Recompute whether each group of a queue has room, after its limits changed.
+UPDATE tinystore_groups SET ready = (running < :limit AND wake_at IS NULL) WHERE queue = :queue;
+
+-- name: next_group
+-- When the next group with room has a due job.
+SELECT head_at FROM tinystore_groups
+WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL ORDER BY head_at, head_seq LIMIT 1;
+
+-- name: next_group_wake
+-- When the next rate-limited group has room again.
+SELECT min(wake_at) FROM tinystore_groups WHERE queue = ?;
+
+-- name: starts_in_window
+-- Starts of a queue in its sliding window, and the oldest of them.
+SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND t > ?;
+
+-- name: group_starts_in_window
+-- Starts of one group in its sliding window, and the oldest of them.
+SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t > ?;
+
+-- name: start_insert
+-- Record a start for the rate windows.
+INSERT INTO tinystore_starts (queue, grp, t) VALUES (?, ?, ?);
+
+-- name: starts_prune
+-- Starts older than every window of a queue.
+DELETE FROM tinystore_starts WHERE queue = ? AND t <= ?;
+
+-- name: count_add
+-- Add to the per-minute counts of a queue.
+INSERT INTO tinystore_counts (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (queue, minute) DO UPDATE SET started = started + excluded.started,
+    done = done + excluded.done, failed = failed + excluded.failed;
+
+-- name: cancelled_mark
+-- Remember that a job was cancelled, for its watchers.
+INSERT OR REPLACE INTO tinystore_cancelled (job, at) VALUES (?, ?);
+
+-- name: cancelled_get
+-- Whether a job that is gone was cancelled.
+SELECT 1 FROM tinystore_cancelled WHERE job = ?;
+
+-- name: process_insert
+-- Register this process.
+INSERT INTO tinystore_processes (pid, host, started) VALUES (?, ?, ?) RETURNING id;
+
+-- name: process_list
+-- Every registered process.
+SELECT id, pid, host FROM tinystore_processes;
+
+-- name: process_delete
+-- A process that ended.
+DELETE FROM tinystore_processes WHERE id = ?;
+
+-- name: expired_jobs
+-- Done and failed jobs past their time, a batch at a time.
+DELETE FROM tinystore_jobs WHERE seq IN (
+    SELECT seq FROM tinystore_jobs WHERE expires <= ? LIMIT ?
+) RETURNING seq;
+
+-- name: cancelled_prune
+-- Cancellation marks no watcher needs any more.
+DELETE FROM tinystore_cancelled WHERE at <= ?;
+
+-- name: counts_prune
+-- Per-minute counts older than a day.
+DELETE FROM tinystore_counts WHERE minute <= ?;
+
+-- name: stats
+-- Jobs per queue and state; queued jobs split by whether they are due.
+SELECT queue, CASE WHEN state = 'queued' AND at > :now THEN 'scheduled'
+                   WHEN state = 'queued' THEN 'waiting' ELSE state END AS st,
+       count(*), min(CASE WHEN state = 'queued' AND at <= :now THEN at END)
+FROM tinystore_jobs
+WHERE expires IS NULL OR expires > :now
+GROUP BY queue, st;
+
+-- name: recent_counts
+-- Runs and outcomes per queue since a minute.
+SELECT queue, sum(started), sum(done), sum(failed) FROM tinystore_counts
+WHERE minute >= ? GROUP BY queue;
+
+-- name: jobs_page
+-- A page of a queue's jobs in the order they were added, after a seq.
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+FROM tinystore_jobs
+WHERE queue = :queue AND seq > :after
+  AND (:grp IS NULL OR grp = :grp)
+  AND (expires IS NULL OR expires > :now)
+  AND (:state IS NULL
+       OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
+       OR (:state = 'waiting' AND state = 'queued' AND at <= :now)
+       OR (state = :state AND :state NOT IN ('scheduled', 'waiting')))
+ORDER BY seq LIMIT :limit;
+
+-- name: group_running
+-- Live leases of one group, counted from the leases themselves.
+SELECT count(*) FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.queue = ? AND j.grp = ?;
+
+-- name: group_ensure
+-- A group's row, created empty when missing.
+INSERT OR IGNORE INTO tinystore_groups (queue, grp) VALUES (?, ?);
+
+-- name: owner_groups
+-- The groups of the jobs a process holds in a queue.
+SELECT DISTINCT j.grp FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
+
+-- name: owner_lost_fail
+-- A dead process's attempts that were the last allowed: failed for good.
+UPDATE tinystore_jobs SET state = 'failed', expires = :expires,
+    error = :error
+WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
+  AND attempt >= :attempts;
+
+-- name: owner_lost_requeue
+-- A dead process's other attempts: the jobs run again at once, their attempts counted.
+UPDATE tinystore_jobs SET state = 'queued', at = :now, error = :error
+WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
+  AND state = 'running';
+
+-- name: owner_leases_end
+-- The leases a process holds in a queue end.
+DELETE FROM tinystore_leases WHERE owner = ? AND queue = ?;
+
+-- name: lease_drop
+-- End a job's lease, whatever its attempt (the job is cancelled).
+DELETE FROM tinystore_leases WHERE job = ?;
+
+-- name: leases_held
+-- Which of these jobs (a JSON array) a process still holds.
+SELECT job FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
