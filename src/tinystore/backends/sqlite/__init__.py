@@ -262,7 +262,7 @@ class SQLiteBackend(Backend):
                 times = [t for t in (slides, _claim.next_wake(conn, queue, now)) if t is not None]
                 wake = min(times) if times else None
             return Cycle(claimed, stale, wake)
-        return self.submit(op)
+        return self._writer.run_inline(op)
 
     def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float) -> Future:
         """Jobs claimed but never started go back to waiting, their attempts not counted."""
@@ -329,7 +329,8 @@ class SQLiteBackend(Backend):
         conn = getattr(self._local, "conn", None)
         return conn is not None and conn.in_transaction
 
-    def maintain(self, now: float, batch: int = 500) -> dict[str, int]:
+    def maintain(self, now: float, batch: int = 500,
+                 progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
         def op(conn: sqlite3.Connection) -> int:
             seqs = [s for (s,) in conn.execute(Q.expired_jobs, (now, batch)).fetchall()]
             conn.executemany(Q.steps_delete, [(s,) for s in seqs])
@@ -338,6 +339,8 @@ class SQLiteBackend(Backend):
         while True:  # one short transaction per batch: the write lock is never held long
             count = self.submit(op).result()
             removed += count
+            if progress is not None:
+                progress(removed)
             if count < batch:
                 break
         self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),

@@ -6,6 +6,11 @@ that moment in one transaction, each in its own savepoint so that one's error
 touches no other, commits once (one fsync for all of them), and only then
 resolves their futures. A caller therefore returns only after its write is on
 disk, and concurrent callers share the commit.
+
+A worker's event loop runs its claim cycles with ``run_inline`` instead: on
+its own thread, taking along whatever else is queued. Handing each cycle to
+the writer thread would make every SQLite call there wait for the loop
+thread to give up the GIL.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Writer:
         self._pending: deque = deque()
         self._cv = threading.Condition()
         self._closing = False
+        self._write_lock = threading.Lock()  # held by whichever thread runs a transaction
         self._thread = threading.Thread(target=self._loop, name="tinystore-writer", daemon=True)
         self._thread.start()
 
@@ -43,6 +49,20 @@ class Writer:
             self._pending.append((fn, args, future))
             self._cv.notify()
         return future
+
+    def run_inline(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """Run ``fn(conn, *args)`` on this thread now, sharing the commit with what is queued."""
+        future: Future = Future()
+        with self._write_lock:
+            with self._cv:
+                if self._closing:
+                    raise Closed("the store is closed")
+                batch = [(fn, args, future)] + self._take(MAX_OPERATIONS - 1)
+            self._run(batch)
+        return future
+
+    def _take(self, limit: int) -> list:
+        return [self._pending.popleft() for _ in range(min(len(self._pending), limit))]
 
     def close(self) -> None:
         """Finish what is queued, then stop."""
@@ -59,12 +79,16 @@ class Writer:
                     self._cv.wait()
                 if not self._pending:
                     return
-                batch = [self._pending.popleft() for _ in range(min(len(self._pending), MAX_OPERATIONS))]
-            self._run(batch)
+            with self._write_lock:
+                with self._cv:
+                    batch = self._take(MAX_OPERATIONS)
+                if batch:  # an inline run may have taken them meanwhile
+                    self._run(batch)
 
     def _run(self, batch: list) -> None:
         conn = self._conn
         outcomes = []
+        changes = conn.total_changes
         try:
             begin_immediate(conn)
             for fn, args, future in batch:
@@ -92,4 +116,5 @@ class Writer:
                 future.set_result(result)
             else:
                 future.set_exception(exc)
-        self._on_commit()
+        if conn.total_changes != changes:  # a commit that changed nothing wakes nobody
+            self._on_commit()
