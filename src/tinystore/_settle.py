@@ -43,15 +43,20 @@ class Failed:
 Decision = Union[Done, Requeue, Failed]
 
 
+@dataclass(frozen=True)
+class Errored:
+    """An attempt that raised or timed out, with its error text."""
+
+    error: str
+
+
 def jittered(seconds: float) -> float:
     """``seconds`` made a tenth longer or shorter at random (JOB-07)."""
     return seconds * random.uniform(0.9, 1.1)
 
 
 def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Decision:
-    """The decision for a handler's answer: None, Retry, Snooze, Fail, or an error text."""
-    if answer is None:
-        return Done(now + opts.dedupe if opts.dedupe > 0 else None)
+    """The decision for how an attempt ended: Retry, Snooze, Fail, Errored, or any other return (done)."""
     if isinstance(answer, Snooze):
         return Requeue(now + answer.delay, None, uncount=True)
     if isinstance(answer, Fail):
@@ -61,10 +66,11 @@ def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Deci
         if attempt >= opts.attempts:
             return Failed(error, now + opts.keep)
         return Requeue(now + answer.delay, error)
-    error = str(answer)
-    if attempt >= opts.attempts:
-        return Failed(error, now + opts.keep)
-    return Requeue(now + jittered(opts.backoff_for(attempt)), error)
+    if isinstance(answer, Errored):
+        if attempt >= opts.attempts:
+            return Failed(answer.error, now + opts.keep)
+        return Requeue(now + jittered(opts.backoff_for(attempt)), answer.error)
+    return Done(now + opts.dedupe if opts.dedupe > 0 else None)
 
 
 def decide_lost(attempt: int, opts: QueueOptions, now: float) -> Decision:

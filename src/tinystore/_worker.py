@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._run import AsyncRun, Run
-from ._settle import LOST_LEASE, Requeue, decide
+from ._settle import LOST_LEASE, Errored, Requeue, decide
 from .backends._base import Claimed, Settlement
 
 if TYPE_CHECKING:
@@ -139,12 +139,13 @@ class QueueRunner:
             if run.cancelled:
                 answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone
             elif timed_out:
-                answer = f"timeout: the handler ran past the queue's timeout of {q.options.timeout:g}s"
-                log.warning("%s/%s attempt %d timed out", q.name, c.id, c.attempt)
+                answer = Errored(f"timeout: the handler ran past the queue's timeout of {q.options.timeout:g}s")
+                log.warning("%s/%s attempt %d timed out", q.name, c.id, c.attempt,
+                            extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
             else:
                 answer = _LOST  # stopped past the grace period: the next attempt takes over
         except Exception as exc:
-            answer = describe(exc)
+            answer = Errored(describe(exc))
             log.warning("%s/%s attempt %d failed: %s: %s", q.name, c.id, c.attempt, type(exc).__name__, exc,
                         extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
         finally:
