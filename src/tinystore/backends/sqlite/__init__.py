@@ -262,7 +262,7 @@ class SQLiteBackend(Backend):
                 times = [t for t in (slides, _claim.next_wake(conn, queue, now)) if t is not None]
                 wake = min(times) if times else None
             return Cycle(claimed, stale, wake)
-        return self._writer.run_inline(op)
+        return self.submit(op)
 
     def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float) -> Future:
         """Jobs claimed but never started go back to waiting, their attempts not counted."""

@@ -1,16 +1,17 @@
 """The one writer of a process: group commit.
 
 Every write of a store (adds, claims, settlements, steps, renewals) is an
-operation queued here. The writer thread runs all the operations waiting at
-that moment in one transaction, each in its own savepoint so that one's error
-touches no other, commits once (one fsync for all of them), and only then
-resolves their futures. A caller therefore returns only after its write is on
+operation queued here and run in a transaction with every other operation
+waiting at that moment, each in its own savepoint so that one's error
+touches no other; one commit (one fsync) for all of them, and only then are
+their futures resolved. A caller therefore returns only after its write is on
 disk, and concurrent callers share the commit.
 
-A worker's event loop runs its claim cycles with ``run_inline`` instead: on
-its own thread, taking along whatever else is queued. Handing each cycle to
-the writer thread would make every SQLite call there wait for the loop
-thread to give up the GIL.
+Whoever finds the write lock free runs the queue on its own thread (a
+caller that would wait anyway, or a worker's event loop); the writer thread
+runs what is queued while that lock is taken. Handing every operation to the
+writer thread would cost a thread switch each, and make each SQLite call
+there wait for a busy thread to give up the GIL.
 """
 
 from __future__ import annotations
@@ -41,24 +42,28 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it."""
+        """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
+
+        When no transaction is running, this thread runs the queue itself now.
+        """
         future: Future = Future()
         with self._cv:
             if self._closing:
                 raise Closed("the store is closed")
             self._pending.append((fn, args, future))
-            self._cv.notify()
-        return future
-
-    def run_inline(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """Run ``fn(conn, *args)`` on this thread now, sharing the commit with what is queued."""
-        future: Future = Future()
-        with self._write_lock:
-            with self._cv:
-                if self._closing:
-                    raise Closed("the store is closed")
-                batch = [(fn, args, future)] + self._take(MAX_OPERATIONS - 1)
-            self._run(batch)
+        if self._write_lock.acquire(blocking=False):
+            try:
+                while not future.done():
+                    with self._cv:
+                        batch = self._take(MAX_OPERATIONS)
+                    if not batch:
+                        break
+                    self._run(batch)
+            finally:
+                self._write_lock.release()
+        with self._cv:
+            if self._pending:  # queued while this thread wrote, or the lock was taken: the writer thread runs it
+                self._cv.notify()
         return future
 
     def _take(self, limit: int) -> list:
