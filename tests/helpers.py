@@ -1,13 +1,26 @@
-"""Helpers for tests that run real child processes: start one, hear where it is, kill it."""
+"""Helpers for tests that run real child processes: start one, hear where it is, kill it.
+
+A child says where it is by printing a line; ``wait_for_line`` waits for it.
+The first time a child is listened to, one thread per pipe starts reading its
+stdout (line by line, into a queue) and its stderr (into a buffer), and keeps
+reading until the child ends. So no line is ever missed because it sat in a
+buffer, and a child that writes a lot never blocks on a full pipe. From then
+on, read the child through these helpers (``wait_for_line``, ``lines_of``,
+``stderr_of``) or ``proc.communicate()``, which is replaced to return what the
+readers did not hand out yet; never through ``proc.stdout`` directly.
+"""
 
 from __future__ import annotations
 
-import selectors
+import os
+import queue
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from typing import Any
+from typing import IO, Any, Optional
 
 
 def run_child(code: str, *args: str, timeout: float = 60, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess:
@@ -22,18 +35,154 @@ def start_child(code: str, *args: str, **kwargs: Any) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+_EOF = object()
+
+
+class _Listener:
+    """Reads a child's stdout lines into a queue and its stderr into a buffer, each in a thread."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: "queue.Queue[Any]" = queue.Queue()
+        self.seen: list[str] = []  # every stdout line read so far, in order, handed out or not
+        self.ended = False  # the stdout reader reached the end of the pipe and wait_for_line has seen it
+        self._stderr: list[str] = []
+        self._threads = []
+        if proc.stdout is not None:
+            self._threads.append(self._start(self._pump_lines, proc.stdout))
+        if proc.stderr is not None:
+            self._threads.append(self._start(self._pump_stderr, proc.stderr))
+
+    @staticmethod
+    def _start(target: Any, stream: IO[str]) -> threading.Thread:
+        thread = threading.Thread(target=target, args=(stream,), name="child-reader", daemon=True)
+        thread.start()
+        return thread
+
+    def _pump_lines(self, stream: IO[str]) -> None:
+        try:
+            for line in iter(stream.readline, ""):
+                self.seen.append(line)
+                self.lines.put(line)
+        except (OSError, ValueError):  # the pipe was closed under us
+            pass
+        finally:
+            self.lines.put(_EOF)
+
+    def _pump_stderr(self, stream: IO[str]) -> None:
+        try:
+            for chunk in iter(lambda: stream.read(4096), ""):
+                self._stderr.append(chunk)
+        except (OSError, ValueError):
+            pass
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def rest(self) -> str:
+        """The stdout lines not handed out by wait_for_line yet (the end of the pipe is kept)."""
+        out = []
+        while True:
+            try:
+                item = self.lines.get_nowait()
+            except queue.Empty:
+                break
+            if item is _EOF:
+                self.lines.put(_EOF)
+                break
+            out.append(item)
+        return "".join(out)
+
+
+_listeners_lock = threading.Lock()
+
+
+def _listener(proc: subprocess.Popen) -> _Listener:
+    with _listeners_lock:
+        listener = getattr(proc, "_test_listener", None)
+        if listener is None:
+            listener = proc._test_listener = _Listener(proc)  # type: ignore[attr-defined]
+            proc.communicate = lambda input=None, timeout=None: _communicate(proc, input, timeout)  # type: ignore[method-assign]
+        return listener
+
+
+def _communicate(proc: subprocess.Popen, input: Optional[str], timeout: Optional[float]) -> tuple[str, str]:
+    """``proc.communicate`` once the readers own the pipes: wait, then return what they did not hand out."""
+    listener = _listener(proc)
+    if input and proc.stdin is not None:
+        proc.stdin.write(input)
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait(timeout)
+    listener.join(10)
+    return listener.rest(), listener.stderr()
+
+
 def wait_for_line(proc: subprocess.Popen, expected: str, timeout: float = 30) -> str:
-    """Read the child's stdout until a line starts with ``expected``: the child says where it is."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    """Read the child's stdout until a line starts with ``expected``: the child says where it is.
+
+    The lines before it are consumed (``lines_of`` still has them). Returns the
+    line stripped; raises AssertionError, with the child's stderr, when the child
+    ends or ``timeout`` seconds pass first.
+    """
+    listener = _listener(proc)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+    while not listener.ended:
+        try:
+            line = listener.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
             break
-        line = proc.stdout.readline()
-        if not line:
+        if line is _EOF:
+            listener.ended = True
+            listener.lines.put(_EOF)  # later calls see the end too
             break
         if line.startswith(expected):
             return line.strip()
-    stderr = proc.stderr.read() if proc.poll() is not None else ""
-    raise AssertionError(f"the child never printed {expected!r}; exit {proc.poll()}; stderr:\n{stderr}")
+    if listener.ended:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        listener.join(5)
+        why = f"it ended (exit {proc.poll()}) first"
+    else:
+        why = f"within {timeout:g}s (exit {proc.poll()})"
+    raise AssertionError(f"the child never printed {expected!r}: {why}; stderr:\n{listener.stderr()}")
+
+
+def lines_of(proc: subprocess.Popen) -> list[str]:
+    """Every stdout line the child printed so far (all of them once it ended), stripped."""
+    listener = _listener(proc)
+    if proc.poll() is not None:
+        listener.join(10)
+    return [line.strip() for line in list(listener.seen)]
+
+
+def stderr_of(proc: subprocess.Popen) -> str:
+    """What the child wrote to stderr so far (all of it once it ended)."""
+    listener = _listener(proc)
+    if proc.poll() is not None:
+        listener.join(10)
+    return listener.stderr()
+
+
+def kill_child(proc: subprocess.Popen, timeout: float = 30) -> int:
+    """SIGKILL the child now, as a crash or a power cut would end it, and wait until it is gone."""
+    _listener(proc)
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    return proc.wait(timeout)
+
+
+def wait_child(proc: subprocess.Popen, timeout: float = 30) -> int:
+    """Wait until the child ends by itself; its exit status (-N for signal N)."""
+    _listener(proc)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the child did not end within {timeout:g}s; its output:\n"
+                             + "\n".join(lines_of(proc)) + "\nstderr:\n" + stderr_of(proc)) from None
