@@ -94,11 +94,15 @@ class SQLiteBackend(Backend):
     def close(self) -> None:
         if self._owner is not None:
             owner = self._owner
-            self._writer.submit(lambda conn: conn.execute(Q.process_delete, (owner,))).result()
-        self._writer.close()
-        if self._owner is not None:
-            _liveness.release(self._lock_path, self._owner)
+
+            def leave(conn: sqlite3.Connection) -> None:
+                conn.execute(Q.process_delete, (owner,))
+                # Released before the commit, while no other process can register: released after it, a
+                # process opening meanwhile would be given this id and find its byte still locked.
+                _liveness.release(self._lock_path, owner)
+            self._writer.submit(leave).result()
             self._owner = None
+        self._writer.close()
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
