@@ -64,7 +64,8 @@ class _Attempt:
     def _progress_done(self, future: Any) -> None:
         if future.exception() is not None:
             log.warning("progress of %s/%s attempt %d was not kept: %s", self.queue, self.id,
-                        self.attempt, future.exception())
+                        self.attempt, future.exception(),
+                        extra={"queue": self.queue, "job_id": self.id, "attempt": self.attempt})
 
     def _claim_name(self, name: str) -> None:
         check_text_id(name, "step name", self.queue, self.id)

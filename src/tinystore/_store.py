@@ -8,9 +8,10 @@ import os
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ._clock import Clock
+from ._durations import parse_duration
 from ._errors import Closed, InvalidArgument
 from ._notify import Notifier
 from ._options import QueueOptions, parse_options
@@ -141,10 +142,13 @@ class Store:
                 out[queue].update(started_last_minute=started, done_last_minute=done, failed_last_minute=failed)
         return out
 
-    def maintain(self) -> dict[str, int]:
-        """Remove now what is past ``keep`` and ``dedupe``: rows, payloads and steps leave the file."""
+    def maintain(self, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
+        """Remove now what is past ``keep`` and ``dedupe``: rows, payloads and steps leave the file.
+
+        ``progress``, where given, is called with the count removed so far after each batch.
+        """
         self._check_open()
-        return self._backend.maintain(self.clock.now(), 500)
+        return self._backend.maintain(self.clock.now(), 500, progress)
 
     # Serving
 
@@ -181,6 +185,7 @@ class Store:
             raise InvalidArgument("no queue has a handler: register one with @queue.work")
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InvalidArgument(f"workers={workers!r} must be an int of at least 1")
+        grace = parse_duration(grace, "grace")
         loop = asyncio.get_running_loop()
         worker = Worker(self, served, workers, grace)
         if handle_signals:
@@ -234,14 +239,26 @@ class Store:
         if self._background is not None:
             raise InvalidArgument("this store is already serving in the background")
         self._served(queues)  # refuse bad queues here, not in the thread
-        self._background = threading.Thread(
-            target=lambda: asyncio.run(self.serve_async(workers, queues, grace)), name="tinystore-serve", daemon=True)
+        ready = threading.Event()
+
+        async def serve() -> None:
+            serving = asyncio.ensure_future(self.serve_async(workers, queues, grace))
+            try:
+                await asyncio.sleep(0)  # serve_async registers its worker before it first waits: stop() reaches it
+            finally:
+                ready.set()
+            await serving
+
+        self._background = threading.Thread(target=lambda: asyncio.run(serve()), name="tinystore-serve", daemon=True)
         self._background.start()
+        ready.wait()
 
     def stop(self) -> None:
         """Stop serving: claim nothing more, let running handlers finish within the grace period."""
         for worker, (loop, _) in list(self._serving.items()):
             loop.call_soon_threadsafe(worker.stop)
+        if self._serving:
+            log.info("stopping: claiming no more; running handlers finish within the grace period")
         if self._background is not None and self._background is not threading.current_thread():
             self._background.join()
             self._background = None

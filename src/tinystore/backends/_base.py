@@ -159,7 +159,8 @@ class Backend(ABC):
         """Run ``fn(tx)`` in one write transaction; with ``lease``, roll back unless it is still held."""
 
     @abstractmethod
-    def maintain(self, now: float, batch: int) -> dict[str, int]: ...
+    def maintain(self, now: float, batch: int, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
+        """Remove what expired by ``now``, a batch per transaction; ``progress(removed so far)`` after each."""
 
     # Change notices
     @abstractmethod
