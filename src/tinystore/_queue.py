@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
-from ._appconn import check_same_file, sqlite_connection_of
+from ._appconn import check_same_file, join_transaction, sqlite_connection_of
 from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument
 from ._jobstate import STATES, Job, JobState, state_of
@@ -79,6 +79,7 @@ class Queue:
         if conn is not None:
             connection = sqlite_connection_of(conn, self.name)
             check_same_file(connection, self.store._backend.path, self.name)
+            join_transaction(conn)
             return connection
         if self.store._backend.in_transaction():
             raise InvalidArgument("a store.transaction() is open in this thread: pass tx= to add in it",
