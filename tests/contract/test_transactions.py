@@ -158,10 +158,11 @@ def test_JOB_02_a_connection_to_another_file_is_refused_and_nothing_is_written(
 # JOB-02 with SQLAlchemy
 
 
+@pytest.mark.parametrize("first", ["rows first", "job first"])
 @pytest.mark.parametrize("ends", ["commit", "rollback"])
 @pytest.mark.parametrize("kind", ["Connection", "Session"])
 def test_JOB_02_a_job_added_on_a_sqlalchemy_connection_or_session_commits_or_rolls_back_with_it(
-        store: tinystore.Store, store_path: str, kind: str, ends: str) -> None:
+        store: tinystore.Store, store_path: str, kind: str, ends: str, first: str) -> None:
     sqlalchemy = pytest.importorskip("sqlalchemy")
     from sqlalchemy.orm import Session
 
@@ -169,10 +170,16 @@ def test_JOB_02_a_job_added_on_a_sqlalchemy_connection_or_session_commits_or_rol
     engine = sqlalchemy.create_engine(f"sqlite:///{store_path}")
     try:
         with (engine.connect() if kind == "Connection" else Session(engine)) as app:
-            app.execute(sqlalchemy.text("INSERT INTO messages (id, body) VALUES (:id, :body)"),
-                        {"id": 41, "body": "hi"})
-            job = replies.add({"message_id": 41}, id="reply:41", conn=app)
+            def insert_rows() -> None:
+                app.execute(sqlalchemy.text("INSERT INTO messages (id, body) VALUES (:id, :body)"),
+                            {"id": 41, "body": "hi"})
+            if first == "rows first":
+                insert_rows()
+            job = replies.add({"message_id": 41}, id="reply:41", conn=app)  # "job first": nothing else ran yet
             assert job.added
+            if first == "job first":
+                assert app.in_transaction()  # as if SQLAlchemy had run the insert: its commit() commits it
+                insert_rows()
             assert replies.get("reply:41") is None and rows_in(store_path) == []
             getattr(app, ends)()
     finally:
@@ -184,6 +191,25 @@ def test_JOB_02_a_job_added_on_a_sqlalchemy_connection_or_session_commits_or_rol
     else:
         assert rows_in(store_path) == []
         assert replies.get("reply:41") is None
+
+
+@pytest.mark.parametrize("kind", ["Connection", "Session"])
+def test_JOB_02_a_job_added_alone_on_a_sqlalchemy_connection_commits_with_its_commit(
+        store: tinystore.Store, kind: str) -> None:
+    # SQLAlchemy begins a transaction with the first statement it runs itself; the job's insert is not
+    # one, so a commit() that knew of no transaction would do nothing and the pool would roll the job back.
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.orm import Session
+
+    replies = store.queue("replies")
+    engine = sqlalchemy.create_engine(f"sqlite:///{store.path}")
+    try:
+        with (engine.connect() if kind == "Connection" else Session(engine)) as app:
+            replies.add({"message_id": 41}, id="reply:41", conn=app)
+            app.commit()
+    finally:
+        engine.dispose()
+    assert replies.get("reply:41").payload == {"message_id": 41}
 
 
 def test_JOB_02_a_sqlalchemy_connection_to_another_file_is_refused(
