@@ -1,0 +1,59 @@
+"""Several worker processes draining one queue of one store file, with nothing crashing.
+
+Every job must be done exactly once: each handler run appends a "start" and
+an "end" line to the witness file, so a job run twice (by two processes that
+both claimed it) or never shows there, whatever the store says about itself.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+
+import pytest
+
+import tinystore
+
+from helpers import lines_of, stderr_of, wait_child, wait_for_line
+
+JOBS = 2000
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_worker_processes_draining_one_queue_run_every_job_exactly_once_and_no_attempt_twice(
+        lab, open_store, processes):
+    lab.prepare("q", dedupe="1d")
+    # Half the processes run the queue with a sync handler (threads), half with an async one.
+    kinds = ["sync", "async"] * (processes // 2)
+    workers = [lab.worker(f"q:{kind}", serve=True) for kind in kinds]
+    for w in workers:
+        wait_for_line(w, "serving")
+
+    store = open_store()
+    q = store.queue("q")
+    ids = [f"job-{i}" for i in range(JOBS)]
+    for start in range(0, JOBS, 500):  # in a few commits, as an application would add them
+        # Each run works 2 ms: no process can claim again the instant it committed, so all compete.
+        q.add_many([tinystore.Job({"n": i, "work": 0.002}, id=ids[i]) for i in range(start, start + 500)])
+
+    last = lab.watch_until_ended(q, ids, timeout=60)
+    assert {(s.state, s.attempt) for s in last.values()} == {("done", 1)}
+
+    for w in workers:
+        w.send_signal(signal.SIGTERM)  # serve() stops gracefully
+    for w in workers:
+        assert wait_child(w) == 0, stderr_of(w)
+        assert "stopped" in lines_of(w)
+
+    starts, ends = lab.runs("start"), lab.runs("end")
+    twice = [key for key, n in collections.Counter((r.id, r.attempt) for r in starts).items() if n > 1]
+    assert not twice, f"{len(twice)} attempts ran twice, e.g. {twice[:5]}"
+    assert len(starts) == len(ends) == JOBS, (len(starts), len(ends))  # no job run twice, none lost
+    assert sorted(r.id for r in ends) == sorted(ids)
+    assert {r.attempt for r in starts} == {1}
+    per_process = collections.Counter(r.pid for r in starts)
+    assert set(per_process) <= {w.pid for w in workers}
+    assert len(per_process) >= 2, f"one process drained the whole queue, the others never took a job: {per_process}"
+    lab.assert_sound(finished=[("q", id) for id in ids])
+    lab.assert_consistent()
+    assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
