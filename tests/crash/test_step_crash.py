@@ -1,7 +1,8 @@
-"""JOB-06 across a crash: a worker SIGKILLed after a step's answer was kept.
+"""JOB-06 across a crash: a worker SIGKILLed after a step's answer was kept, or before.
 
-The next attempt gets the kept answer back, fn ran once in all (a witness
-file outside the store counts its calls), and the rest of the handler runs.
+Killed after: the next attempt gets the kept answer back, fn ran once in all
+(a witness file outside the store counts its calls), and the rest of the
+handler runs. Killed while fn ran: nothing was kept, so the step runs again.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ KILLED_AFTER_THE_STEP = """
 import asyncio, os, sys, threading
 import tinystore
 
-path, witness, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+path, witness, kind, moment = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 
 def note(what):
     with open(witness, "a") as f:
@@ -30,6 +31,9 @@ def note(what):
 
 def model(message_id):
     note("model")
+    if moment == "in fn":
+        print("in fn", flush=True)
+        threading.Event().wait()  # killed here, before the answer was kept
     return {"reply_to": message_id, "text": "answered by pid %d" % os.getpid()}
 
 store = tinystore.open(path)
@@ -65,7 +69,8 @@ def test_JOB_06_a_worker_killed_after_a_step_was_kept_hands_the_answer_to_the_ne
     first.queue("replies").add({"message_id": 41}, id="reply:41")
     first.close()
 
-    child = start_child(KILLED_AFTER_THE_STEP, store_path, witness, kind.split()[0], env=child_env)
+    child = start_child(KILLED_AFTER_THE_STEP, store_path, witness, kind.split()[0], "after the step",
+                        env=child_env)
     try:
         line = wait_for_line(child, "kept")
     finally:
@@ -96,3 +101,37 @@ def test_JOB_06_a_worker_killed_after_a_step_was_kept_hands_the_answer_to_the_ne
     assert seen == [(2, {"reply_to": 41, "text": f"answered by pid {child.pid}"})]
     assert witnessed(witness) == ["model", "rest"]  # fn ran once in all; the rest of the handler ran
     assert replies.get("reply:41") is None  # done
+
+
+def test_JOB_06_a_worker_killed_while_fn_ran_kept_nothing_and_the_next_attempt_runs_the_step_again(
+        open_store: Callable[..., tinystore.Store], store_path: str, tmp_path: Path,
+        child_env: dict[str, str]) -> None:
+    witness = str(tmp_path / "witness")
+    first = open_store()
+    first.queue("replies").add({"message_id": 41}, id="reply:41")
+    first.close()
+
+    child = start_child(KILLED_AFTER_THE_STEP, store_path, witness, "def", "in fn", env=child_env)
+    try:
+        wait_for_line(child, "in fn")
+    finally:
+        child.kill()
+        child.wait(WAIT)
+
+    store = open_store()
+    replies = store.queue("replies")
+    seen: list[tuple[int, Any]] = []
+
+    def model_again() -> dict:
+        with open(witness, "a") as f:
+            f.write("model\n")
+        return {"reply_to": 41, "text": "answered by the next attempt"}
+
+    @replies.work
+    def answer(payload: Any, run: tinystore.Run) -> None:
+        seen.append((run.attempt, run.step("answer", model_again)))
+
+    store.run_until_idle()
+    assert seen == [(2, {"reply_to": 41, "text": "answered by the next attempt"})]
+    assert witnessed(witness) == ["model", "model"]
+    assert replies.get("reply:41") is None
