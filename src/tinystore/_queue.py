@@ -50,6 +50,7 @@ class Queue:
 
     def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
         """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order."""
+        self.store._check_open()
         now = self.store.clock.now()
         jobs = [self._new_job(item if isinstance(item, Job) else Job(item), now) for item in items]
         target = self._target(tx, conn)
@@ -101,6 +102,7 @@ class Queue:
     def get(self, id: str) -> Optional[JobState]:
         """The job with this id, or None where the queue keeps none."""
         check_text_id(id, "id", self.name)
+        self.store._check_open()
         now = self.store.clock.now()
         row = self._visible(self.store._backend.get(self.name, id), now)
         return self._state(row, now) if row else None
@@ -112,6 +114,7 @@ class Queue:
             raise InvalidArgument(f"state={state!r} must be one of {', '.join(STATES[:5])}", queue=self.name)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidArgument(f"limit={limit!r} must be an int from 1 to 10000", queue=self.name)
+        self.store._check_open()
         now = self.store.clock.now()
         rows = self.store._backend.jobs(self.name, state, group, limit, after, now)
         return [self._state(r, now) for r in rows]

@@ -126,6 +126,7 @@ class Store:
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per queue: jobs per state, the age in seconds of the oldest due job, and the last minute's
         runs, done and failed jobs."""
+        self._check_open()
         now = self.clock.now()
         raw = self._backend.stats(now)
         def empty() -> dict[str, Any]:

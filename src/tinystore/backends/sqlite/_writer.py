@@ -76,6 +76,8 @@ class Writer:
             self._cv.notify()
         if threading.current_thread() is not self._thread:
             self._thread.join()
+            with self._write_lock:  # an inline run on another thread finishes first
+                self._conn.close()  # the last connection to close moves the WAL into the store file
 
     def _loop(self) -> None:
         while True:
