@@ -35,7 +35,9 @@ class SQLiteBackend(Backend):
         if synchronous not in SYNCHRONOUS:
             raise InvalidArgument(f"synchronous={synchronous!r} must be one of {', '.join(SYNCHRONOUS)}")
         self.path = os.path.abspath(path)
-        self._lock_path = self.path + "-tinystore.lock"
+        # By the file's real name: a process that opened it through a symbolic link must lock, and be
+        # seen alive, in the same lock file as one that used its own name (as SQLite resolves links too).
+        self._lock_path = os.path.realpath(self.path) + "-tinystore.lock"
         self._synchronous = synchronous
         self._on_commit = on_commit
         check_file(self.path)
