@@ -46,11 +46,15 @@ class Lab:
         """A child adding job-0, job-1, ... to ``queue``; it prints "added <id>" after each add returned."""
         return self.start("add", self.store_path, queue, "--count", str(count), *(["--then-block"] * then_block))
 
-    def worker(self, *queues: str, until_idle: bool = False, serve: bool = False) -> subprocess.Popen:
-        """A child serving ``queues`` ("name:sync" or "name:async"), with run_until_idle() or serve()."""
+    def worker(self, *queues: str, until_idle: bool = False, serve: bool = False,
+               path: Optional[str] = None) -> subprocess.Popen:
+        """A child serving ``queues`` ("name:sync" or "name:async"), with run_until_idle() or serve().
+
+        It opens the store by ``path`` where given (another name of the same file), else by the test's.
+        """
         assert until_idle != serve
         args = [a for q in queues for a in ("--queue", q)]
-        return self.start("work", self.store_path, self.witness_path, *args,
+        return self.start("work", path or self.store_path, self.witness_path, *args,
                           "--until-idle" if until_idle else "--serve")
 
     def prepare(self, queue: str, jobs: Iterable[Any] = (), **options: Any) -> None:

@@ -241,6 +241,23 @@ def test_DUR_03_when_the_whole_store_process_dies_the_next_open_ends_every_lease
     assert alive.poll() is None and queues["other"].get("other-0").state == "running"
 
 
+def test_DUR_03_a_live_process_that_opened_the_store_through_a_symlink_is_not_taken_for_dead(
+        lab, open_store, tmp_path):
+    # The same file under two names: a worker opens it through a symbolic link, the next open uses
+    # the file's own name. SQLite sees one database; the worker must be seen alive by both names.
+    link = tmp_path / "link-to-store.db"
+    link.symlink_to(lab.store_path)
+    lab.prepare("q", [("job-1", {"block_on": [1]})], dedupe="1d")
+    worker = lab.worker("q:sync", serve=True, path=str(link))
+    wait_for_line(worker, "started job-1 1")
+
+    store = open_store()  # the next open, by the file's own name
+    job = store.queue("q").get("job-1")
+    assert (job.state, job.attempt, job.error) == ("running", 1, None), "a live process's lease was ended"
+    assert worker.poll() is None
+    lab.assert_consistent()
+
+
 def test_JOB_04_a_handler_that_kills_its_process_every_run_reaches_attempts_and_fails_for_good(lab, open_store):
     lab.prepare("q", [("job-1", {"kill_on": list(range(1, 20))})], attempts=3)
     exits = []
