@@ -239,11 +239,13 @@ class Worker:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
         listener = self._listen()
         self.store._notifier.subscribe(listener)
+        renewer = asyncio.ensure_future(self._renew())  # a long handler keeps its lease here too
         try:
             while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
                 for r in self.runners:
                     r.maybe_due = True
         finally:
+            renewer.cancel()
             self.store._notifier.unsubscribe(listener)
             self.pool.shutdown(wait=True)
 
