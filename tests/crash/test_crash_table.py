@@ -18,10 +18,7 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
-
 import tinystore
-
 from helpers import kill_child, lines_of, wait_child, wait_for_line
 
 LOST = "lease ended without a settlement"
@@ -83,11 +80,10 @@ def test_DUR_01_a_job_whose_add_returned_before_a_kill_waits_on_disk_and_runs_wh
     lab.assert_consistent()
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
 def test_DUR_03_the_next_open_ends_the_lease_of_a_process_killed_while_its_handler_runs_and_the_job_runs_again_from_the_top(
-        lab, open_store, kind):
+        lab, open_store):
     lab.prepare("q", [("job-1", {"block_on": [1]})], dedupe="1d")
-    first = lab.worker(f"q:{kind}", serve=True)
+    first = lab.worker("q:sync", serve=True)
     wait_for_line(first, "started job-1 1")  # the handler runs attempt 1, and blocks
 
     lease = lab.raw("SELECT l.attempt, l.expires, l.owner FROM tinystore_leases l"
@@ -107,7 +103,7 @@ def test_DUR_03_the_next_open_ends_the_lease_of_a_process_killed_while_its_handl
     assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
     lab.assert_consistent()
 
-    second = lab.worker(f"q:{kind}", until_idle=True)
+    second = lab.worker("q:sync", until_idle=True)
     assert wait_child(second) == 0
     job = q.get("job-1")
     assert (job.state, job.attempt) == ("done", 2)

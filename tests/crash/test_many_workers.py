@@ -14,9 +14,10 @@ import pytest
 
 import tinystore
 
-from helpers import lines_of, stderr_of, wait_child, wait_for_line
+from helpers import kill_child, lines_of, stderr_of, wait_child, wait_for_line
 
 JOBS = 2000
+KILLED = -signal.SIGKILL
 
 
 @pytest.mark.parametrize("processes", [2, 4])
@@ -55,5 +56,46 @@ def test_worker_processes_draining_one_queue_run_every_job_exactly_once_and_no_a
     assert set(per_process) <= {w.pid for w in workers}
     assert len(per_process) >= 2, f"one process drained the whole queue, the others never took a job: {per_process}"
     lab.assert_sound(finished=[("q", id) for id in ids])
+    lab.assert_consistent()
+    assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
+
+
+def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_and_run_no_attempt_twice(
+        lab, open_store):
+    jobs = 1000
+    lab.prepare("q", dedupe="1d")
+    workers = [lab.worker(kind, serve=True) for kind in ("q:sync", "q:async")]
+    for w in workers:
+        wait_for_line(w, "serving")
+    store = open_store()
+    q = store.queue("q")
+    ids = [f"job-{i}" for i in range(jobs)]
+    q.add_many([tinystore.Job({"n": i, "work": 0.02}, id=ids[i]) for i in range(jobs)])
+
+    held_at_kill = []
+    for n, marker in enumerate(("job-200", "job-400")):
+        lab.watch_until_ended(q, [marker], timeout=60)  # jobs start in order: the drain got this far
+        doomed = workers[n]
+        owner = lab.owner_of(doomed.pid)
+        held_at_kill.append(lab.raw("SELECT count(*) FROM tinystore_leases WHERE owner = ?", (owner,))[0][0])
+        assert kill_child(doomed) == KILLED
+        workers[n] = lab.worker("q:sync", serve=True)  # its open ends the dead worker's leases at once
+
+    last = lab.watch_until_ended(q, ids, timeout=60)
+    assert {s.state for s in last.values()} == {"done"}
+    for w in workers:
+        wait_for_line(w, "serving")
+        w.send_signal(signal.SIGTERM)
+    for w in workers:
+        assert wait_child(w) == 0, stderr_of(w)
+
+    lab.assert_sound(finished=[("q", id) for id in ids])  # none lost, no attempt run twice
+    ends: dict[str, list[int]] = collections.defaultdict(list)
+    for r in lab.runs("end"):
+        ends[r.id].append(r.attempt)
+    for id, state in last.items():  # the attempt that settled done is the last that reached its end
+        assert max(ends[id]) == state.attempt, (id, ends[id], state)
+    rerun = [id for id, state in last.items() if state.attempt > 1]
+    assert sum(held_at_kill) > 0 and rerun, f"no kill caught a worker holding a lease: {held_at_kill}"
     lab.assert_consistent()
     assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
