@@ -14,7 +14,7 @@ import asyncio
 import sqlite3
 import threading
 from contextlib import closing
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -36,14 +36,20 @@ def file_holds(path: str, marker: str) -> bool:
 
 
 def serve_in_thread(store: tinystore.Store) -> threading.Thread:
-    """run_until_idle on a thread of its own: the test moves the clock while a handler waits.
-
-    run_until_idle renews no lease, so moving the fake clock past the lease
-    makes the attempt lose it while its handler still runs.
-    """
+    """run_until_idle on a thread of its own, so that the test can move the clock while a handler stalls."""
     thread = threading.Thread(target=store.run_until_idle, name="test-worker", daemon=True)
     thread.start()
     return thread
+
+
+def stalled_worker(open_store: Callable[..., tinystore.Store]) -> tinystore.Store:
+    """A second open of the store whose clock stands still, as a stopped process's would.
+
+    Its renewals and timers never come due, so the lease of what it claims runs
+    out once the test moves the other store's clock past it, while its handler
+    (a ``def`` handler, so that nothing cancels it) still runs.
+    """
+    return open_store(clock=FakeClock())
 
 
 def join(thread: threading.Thread) -> None:
@@ -109,31 +115,31 @@ def test_JOB_06_a_step_kept_before_run_retry_is_returned_to_the_retried_attempt(
 
 
 def test_JOB_06_a_step_kept_by_an_attempt_that_lost_its_lease_is_returned_to_the_attempt_that_took_over(
-        store: tinystore.Store, clock: FakeClock) -> None:
-    replies = store.queue("replies", lease="30s")
+        store: tinystore.Store, open_store: Callable[..., tinystore.Store], clock: FakeClock) -> None:
+    stalled = stalled_worker(open_store)
     calls: list[int] = []
     seen: dict[int, Any] = {}
-    kept_by_first, first_may_go, second_done = threading.Event(), threading.Event(), threading.Event()
+    kept_by_first, first_may_go = threading.Event(), threading.Event()
 
-    @replies.work
     def answer(payload: Any, run: tinystore.Run) -> None:
-        seen[run.attempt] = run.step("answer", lambda: calls.append(run.attempt) or f"from attempt {run.attempt}")
+        seen[run.attempt] = run.step("answer", lambda: calls.append(run.attempt) or f"by attempt {run.attempt}")
         if run.attempt == 1:
             kept_by_first.set()
-            assert first_may_go.wait(WAIT)  # stalled: its lease runs out meanwhile
-        else:
-            second_done.set()
+            assert first_may_go.wait(WAIT)
 
+    replies = store.queue("replies", lease="30s")
+    replies.work(answer)
+    stalled.queue("replies").work(answer)
     replies.add({"message_id": 41}, id="reply:41")
-    worker = serve_in_thread(store)
+    first = serve_in_thread(stalled)
     assert kept_by_first.wait(WAIT)
-    clock.advance("31s")  # past the lease: the next cycle ends it and claims attempt 2
-    assert second_done.wait(WAIT), "no attempt took the job over after its lease ran out"
+    clock.advance("31s")  # past the lease that nothing renewed
+    store.run_until_idle()  # ends the lease that ran out and runs attempt 2
     first_may_go.set()
-    join(worker)
+    join(first)
 
     assert calls == [1]
-    assert seen == {1: "from attempt 1", 2: "from attempt 1"}
+    assert seen == {1: "by attempt 1", 2: "by attempt 1"}
     assert replies.get("reply:41") is None
 
 
@@ -343,8 +349,8 @@ def test_JOB_06_a_done_job_added_again_with_the_same_id_starts_with_no_steps(
 
 
 def test_JOB_06_a_late_attempt_cannot_overwrite_a_step_kept_by_the_attempt_that_now_holds_the_job(
-        store: tinystore.Store, clock: FakeClock) -> None:
-    replies = store.queue("replies", lease="30s")
+        store: tinystore.Store, open_store: Callable[..., tinystore.Store], clock: FakeClock) -> None:
+    stalled = stalled_worker(open_store)
     calls: list[int] = []
     seen: dict[int, Any] = {}
     late: list[BaseException] = []
@@ -355,10 +361,9 @@ def test_JOB_06_a_late_attempt_cannot_overwrite_a_step_kept_by_the_attempt_that_
         calls.append(attempt)
         if attempt == 1:
             first_in_fn.set()
-            assert first_may_go.wait(WAIT)  # slow: meanwhile its lease runs out and attempt 2 keeps the step
-        return f"from attempt {attempt}"
+            assert first_may_go.wait(WAIT)  # meanwhile its lease runs out and attempt 2 keeps the step
+        return f"by attempt {attempt}"
 
-    @replies.work
     def answer(payload: Any, run: tinystore.Run) -> None:
         try:
             seen[run.attempt] = run.step("answer", lambda: model(run.attempt))
@@ -370,25 +375,30 @@ def test_JOB_06_a_late_attempt_cannot_overwrite_a_step_kept_by_the_attempt_that_
                 first_ended.set()
         if run.attempt == 2:
             second_kept.set()
-            assert second_may_go.wait(WAIT)  # attempt 2 still holds the job while attempt 1 tries to keep
+            assert second_may_go.wait(WAIT)  # attempt 2 holds the job while attempt 1 tries to keep its answer
             raise RuntimeError("attempt 2 fails after its step, so that attempt 3 reads what is kept")
 
+    replies = store.queue("replies", lease="30s")
+    replies.work(answer)
+    stalled.queue("replies").work(answer)
     replies.add({"message_id": 41}, id="reply:41")
-    worker = serve_in_thread(store)
+    first = serve_in_thread(stalled)
     assert first_in_fn.wait(WAIT)
     clock.advance("31s")
-    assert second_kept.wait(WAIT), "no attempt took the job over after its lease ran out"
+    second = serve_in_thread(store)
+    assert second_kept.wait(WAIT), "the second worker did not take the job over after its lease ran out"
     first_may_go.set()
     assert first_ended.wait(WAIT)
     second_may_go.set()
-    join(worker)
+    join(first)
+    join(second)
 
     assert len(late) == 1 and isinstance(late[0], tinystore.Conflict)
     assert "'answer'" in str(late[0]) and "attempt 1" in str(late[0]) and "reply:41" in str(late[0])
-    assert seen == {2: "from attempt 2"}
+    assert seen == {2: "by attempt 2"}
 
     clock.advance("5s")
     store.run_until_idle()
-    assert seen == {2: "from attempt 2", 3: "from attempt 2"}  # attempt 2's answer stayed
+    assert seen == {2: "by attempt 2", 3: "by attempt 2"}  # attempt 2's answer stayed
     assert calls == [1, 2]
     assert replies.get("reply:41") is None
