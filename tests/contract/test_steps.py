@@ -174,6 +174,28 @@ def test_JOB_06_an_async_handler_steps_accept_sync_and_async_fn_and_get_both_ans
     assert replies.get("reply:41") is None
 
 
+def test_JOB_06_falsy_answers_none_zero_empty_are_kept_like_any_other(
+        store: tinystore.Store, clock: FakeClock) -> None:
+    replies = store.queue("replies")
+    answers: list[Any] = [None, 0, False, "", [], {}]
+    calls: list[tuple[int, int]] = []
+    seen: list[list[Any]] = []
+
+    @replies.work
+    def answer(payload: Any, run: tinystore.Run) -> None:
+        seen.append([run.step(f"value:{i}", lambda i=i: calls.append((run.attempt, i)) or answers[i])
+                     for i in range(len(answers))])
+        if run.attempt == 1:
+            raise RuntimeError("once more")
+
+    replies.add({}, id="reply:41")
+    store.run_until_idle()
+    clock.advance("2s")
+    store.run_until_idle()
+    assert calls == [(1, i) for i in range(len(answers))]
+    assert seen == [answers, answers]
+
+
 # Names
 
 
