@@ -2,9 +2,10 @@
 
 Each watcher registers the job it follows. On every change of the store (a
 commit here, or another process's commit seen by the notifier) and when the
-clock jumps, one thread reads every watched job in one query and hands each
-watcher the states that changed. A job that is gone was cancelled when a
-cancel marked it, else it was done and removed at once.
+clock jumps, one thread reads every watched job in one query, and the place
+(``ahead``) of every watched waiting job in one more per queue, and hands
+each watcher the states that changed. A job that is gone was cancelled when
+a cancel marked it, else it was done and removed at once.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import asyncio
 import queue as queue_module
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
-from ._jobstate import JobState
+from ._jobstate import JobState, state_of
+from .backends._base import JobRow
 
 if TYPE_CHECKING:
     from ._queue import Queue
@@ -30,6 +32,7 @@ class _Watcher:
         self.seq = seq
         self.deliver = deliver
         self.last: Optional[JobState] = None
+        self.seen: Any = None  # what ``last`` was read from: (row, due, ahead)
 
 
 class Watches:
@@ -92,23 +95,38 @@ class Watches:
             return
         backend, now = self._store._backend, self._store.clock.now()
         rows = backend.get_many(sorted({w.seq for w in watchers}))
+        ahead = self._ahead(rows.values(), now)
         states: dict[int, JobState] = {}
         for w in watchers:
+            row = rows.get(w.seq)
+            seen = (row, row is not None and row.at <= now, ahead.get(w.seq, 0))
+            if row is not None and seen == w.seen:
+                continue  # nothing it shows changed since this watcher's last look
             state = states.get(w.seq)
             if state is None:
-                row = rows.get(w.seq)
                 if row is not None:
-                    state = w.queue._state(row, now)
-                    state.ahead
+                    state = state_of(row, now, w.queue.options.attempts, seen[2])
                 elif w.last is not None:
                     state = replace(w.last, state="cancelled" if backend.was_cancelled(w.seq) else "done",
                                     progress=None, _ahead=0)
                 else:
                     continue
                 states[w.seq] = state
+            w.seen = seen
             if w.last is None or state.watched() != w.last.watched():
                 w.last = state
                 w.deliver(state)
+
+    def _ahead(self, rows: Iterable[JobRow], now: float) -> dict[int, int]:
+        """The place of every watched waiting job, by seq: one query per queue, not one per job."""
+        waiting: dict[str, list[JobRow]] = {}
+        for row in rows:
+            if row.state == "queued" and row.at <= now:
+                waiting.setdefault(row.queue, []).append(row)
+        ahead: dict[int, int] = {}
+        for queue, some in waiting.items():
+            ahead.update(self._store._backend.ahead_many(queue, some, now))
+        return ahead
 
     def _start(self, queue: "Queue", id: str, deliver: Callable[[JobState], None]) -> tuple[Any, Any]:
         """Read the job as it is and register a watcher of it; (None, None) where there is no such job."""

@@ -109,6 +109,10 @@ class Backend(ABC):
     def ahead(self, row: JobRow, now: float) -> int: ...
 
     @abstractmethod
+    def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
+        """``ahead`` of several waiting jobs of one queue, by seq, in one query."""
+
+    @abstractmethod
     def was_cancelled(self, seq: int) -> bool: ...
 
     @abstractmethod

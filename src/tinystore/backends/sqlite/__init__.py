@@ -198,6 +198,12 @@ class SQLiteBackend(Backend):
             return (conn.execute(Q.ahead_ungrouped, args).fetchone()[0]
                     + conn.execute(Q.ahead_grouped, args).fetchone()[0])
 
+    def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
+        last = max(rows, key=lambda r: (r.at, r.seq))
+        args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": json.dumps([r.seq for r in rows])}
+        with self._read() as conn:
+            return dict(conn.execute(Q.ahead_many, args).fetchall())
+
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
             return conn.execute(Q.cancelled_get, (seq,)).fetchone() is not None

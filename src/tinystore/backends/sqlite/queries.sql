@@ -55,6 +55,19 @@ WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at
 SELECT count(*) FROM tinystore_jobs
 WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) < (:at, :seq);
 
+-- name: ahead_many
+-- For each of several waiting jobs of a queue (a JSON array of seqs), the due jobs that start
+-- before it: one pass over the due jobs up to the last of them, (:at, :seq), for any number of jobs.
+SELECT seq, ahead FROM (
+    SELECT seq, row_number() OVER (ORDER BY at, seq) - 1 AS ahead FROM (
+        SELECT at, seq FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) <= (:at, :seq)
+        UNION ALL
+        SELECT at, seq FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) <= (:at, :seq)
+    )
+) WHERE seq IN (SELECT value FROM json_each(:seqs));
+
 -- name: due_ungrouped
 -- The first due jobs without a group, in start order.
 SELECT at, seq, NULL FROM tinystore_jobs
