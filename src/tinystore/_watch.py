@@ -115,7 +115,10 @@ class Watches:
             w.seen = seen
             if w.last is None or state.watched() != w.last.watched():
                 w.last = state
-                w.deliver(state)
+                try:
+                    w.deliver(state)
+                except RuntimeError:  # an async watcher's event loop was closed: nobody reads it any more
+                    self._remove(w)
 
     def _ahead(self, rows: Iterable[JobRow], now: float) -> dict[int, int]:
         """The place of every watched waiting job, by seq: one query per queue, not one per job."""
