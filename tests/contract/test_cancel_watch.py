@@ -447,6 +447,50 @@ def test_JOB_13_many_watchers_of_one_job_each_see_every_change(store: tinystore.
     worker.join()
 
 
+def test_JOB_13_watchers_of_many_waiting_jobs_each_see_their_own_place_change(
+        store: tinystore.Store, clock: FakeClock) -> None:
+    q = store.queue("mail")
+    store.queue("other").add({}, id="elsewhere")  # another queue's jobs are never ahead
+    groups = ["g0", "g1", None]
+    jobs = [tinystore.Job({"n": n}, id=f"j{n}", group=groups[n % 3], delay="1m" if n % 4 == 3 else None)
+            for n in range(24)]
+    q.add_many(jobs)
+    watchers = {job.id: Follower(q, job.id) for job in jobs}
+    due = [job.id for job in jobs if job.delay is None]
+    later = [job.id for job in jobs if job.delay is not None]
+    first = {id: watchers[id].next() for id in due + later}
+    assert {id: s.ahead for id, s in first.items() if id in due} == {id: n for n, id in enumerate(due)}
+    assert {first[id].state for id in later} == {"scheduled"}
+
+    assert q.cancel(due[0])
+    assert watchers[due[0]].next().state == "cancelled"
+    moved = {id: watchers[id].next().ahead for id in due[1:]}  # every waiting one moves up by one
+    assert moved == {id: n for n, id in enumerate(due[1:])} == {id: q.get(id).ahead for id in due[1:]}
+
+    clock.advance("1m")  # the later ones fall due, behind the others (their time is later)
+    became = {id: watchers[id].next() for id in later}
+    assert {s.state for s in became.values()} == {"waiting"}
+    assert {id: s.ahead for id, s in became.items()} == {id: len(due) - 1 + n for n, id in enumerate(later)}
+
+
+def test_JOB_13_an_async_watcher_left_in_a_closed_event_loop_does_not_stop_the_other_watchers(
+        store: tinystore.Store) -> None:
+    q = store.queue("mail")
+    q.add({}, id="abandoned")
+    q.add({}, id="followed")
+    loop = asyncio.new_event_loop()
+    left = q.watch_async("abandoned")
+    assert loop.run_until_complete(left.__anext__()).state == "waiting"
+    loop.close()  # without ending the watch: its watcher stays registered
+    watcher = Follower(q, "followed")
+    assert (watcher.next().state, watcher.seen[-1].ahead) == ("waiting", 1)
+    q.cancel("abandoned")
+    assert (watcher.next().state, watcher.seen[-1].ahead) == ("waiting", 0)
+    q.cancel("followed")
+    assert watcher.next().state == "cancelled"
+    watcher.end()
+
+
 WATCHED_CHILD = """
     import sys, tinystore
     store = tinystore.open(sys.argv[1])
