@@ -152,7 +152,7 @@ class QueueRunner:
             timer.cancel()
             self.running.pop(c.seq, None)
             self.store._active.pop(c.seq, None)
-        if answer is not _NO_SETTLEMENT:
+        if answer is not _NO_SETTLEMENT and not run.cancelled:  # a cancelled attempt's answer settles nothing
             now = clock.now()
             decision = Requeue(now, LOST_LEASE) if answer is _LOST else decide(answer, c.attempt, q.options, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
