@@ -96,9 +96,9 @@ class QueueRunner:
 
     async def _cycle(self, want: int) -> list[Claimed]:
         settlements, self.settled = self.settled, []
-        q, now = self.queue, self.store.clock.now()
-        cycle = await asyncio.wrap_future(
-            self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want, now))
+        q = self.queue
+        cycle = await asyncio.wrap_future(  # the clock is read inside the claim's transaction (LIM-03)
+            self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want, self.store.clock.now))
         for s in cycle.stale:
             log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended",
                      q.name, s.seq, s.attempt)

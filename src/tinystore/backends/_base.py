@@ -130,8 +130,13 @@ class Backend(ABC):
 
     # Workers
     @abstractmethod
-    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int, now: float) -> Future:
-        """Settle, end expired leases and claim up to ``want`` jobs in one transaction; resolves to a Cycle."""
+    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
+              now: "float | Callable[[], float]") -> Future:
+        """Settle, end expired leases and claim up to ``want`` jobs in one transaction; resolves to a Cycle.
+
+        ``now`` may be the clock's ``now`` itself: it is then read once the transaction holds the write
+        lock, so that leases and rate-window starts carry the time they were taken.
+        """
 
     @abstractmethod
     def give_back(self, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float) -> Future:

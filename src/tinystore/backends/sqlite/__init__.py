@@ -165,7 +165,7 @@ class SQLiteBackend(Backend):
         def op(conn: sqlite3.Connection) -> None:
             before = self._options_in(queue, conn)
             conn.execute(Q.queue_save, (queue, json.dumps(options.to_json())))
-            if before.group_concurrency != options.group_concurrency:
+            if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
                 _groups.refresh(conn, queue, options)
         return self.submit(op)
 
@@ -264,14 +264,17 @@ class SQLiteBackend(Backend):
     # Workers
 
     def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
-              now: float) -> Future:
+              now: "float | Callable[[], float]") -> Future:
         def op(conn: sqlite3.Connection) -> Cycle:
-            stale = _leases.settle(conn, queue, opts, settlements, now) if settlements else []
-            _leases.end_expired(conn, queue, opts, now)
-            claimed, slides = _claim.claim(conn, queue, opts, owner, want, now) if want > 0 else ([], None)
+            # The clock is read once the write lock is held: the leases are taken, and the starts counted
+            # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
+            t = now() if callable(now) else now
+            stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
+            _leases.end_expired(conn, queue, opts, t)
+            claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
             wake = None
             if len(claimed) < want:
-                times = [t for t in (slides, _claim.next_wake(conn, queue, now)) if t is not None]
+                times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
                 wake = min(times) if times else None
             return Cycle(claimed, stale, wake)
         return self.submit(op)

@@ -2,13 +2,15 @@
 
 The count of live leases and of starts in the rate windows is read in the
 same transaction that takes new leases, so two processes never both take the
-last place (LIM-01..03).
+last place (LIM-01..03). The limits are the ones kept in the store, read in
+that transaction too: a change made by any process binds the next claim.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import sqlite3
 from typing import Iterator, Optional
 
@@ -21,13 +23,13 @@ from ._sql import Q
 def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, want: int,
           now: float) -> tuple[list[Claimed], Optional[float]]:
     """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full."""
+    opts = _groups.kept(conn, queue, opts)
+    now = start_time(conn, queue, opts, now)
     room, slides = _queue_room(conn, queue, opts, now)
     want = min(want, room)
     if want <= 0:
         return [], slides
-    if opts.group_rate is not None:
-        for (grp,) in conn.execute(Q.groups_woken, (queue, now)).fetchall():
-            _groups.recompute(conn, queue, grp, opts, now)
+    _wake_groups(conn, queue, opts, now)
     picked = _pick(conn, queue, opts, want, now)
     if not picked:
         return [], None
@@ -36,6 +38,22 @@ def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
     claimed = sorted((Claimed(*r) for r in rows), key=lambda c: (c.at, c.seq))
     _record_starts(conn, queue, opts, claimed, now)
     return claimed, None
+
+
+def start_time(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> float:
+    """The time a claim's starts count at: ``now``, or the latest start already counted if that is later.
+
+    A claim may come after one that read a later time: the clock was read
+    before the write lock was taken (a caller that passed a time, not the
+    clock), or it stepped back, or two processes' clocks differ. Counting its
+    starts no earlier than those keeps the starts in commit order, so that
+    pruning the starts older than the longest window (at the latest start's
+    time) never drops one that a window still holds.
+    """
+    if opts.rate is None and opts.group_rate is None:
+        return now
+    latest = conn.execute(Q.starts_latest, (queue,)).fetchone()[0]
+    return now if latest is None or latest <= now else latest
 
 
 def _queue_room(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> tuple[int, Optional[float]]:
@@ -51,18 +69,42 @@ def _queue_room(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: f
     return room, slides
 
 
+def _wake_groups(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> None:
+    """Groups whose rate window slid get their room back; with no group_rate kept now, every group set aside by one."""
+    until = now if opts.group_rate is not None else math.inf
+    for (grp,) in conn.execute(Q.groups_woken, (queue, until)).fetchall():
+        _groups.wake(conn, queue, grp, opts, now)
+
+
 def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int, now: float) -> list[tuple]:
-    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups."""
+    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups.
+
+    Only groups marked ready are read, in the order of their first due job,
+    so the jobs waiting behind a full group are never scanned.
+    """
     streams: list[Iterator[tuple]] = [conn.execute(Q.due_ungrouped, (queue, now, want))]
+    empty: list[str] = []
     for grp, running in conn.execute(Q.groups_ready, (queue, now, want)).fetchall():
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
         window, slides = _groups.window_room(conn, queue, grp, opts, now)
-        if window <= 0:  # set aside until its window slides
-            row = conn.execute(Q.group_get, (queue, grp)).fetchone()
-            _groups.save(conn, queue, grp, opts, running, row[1], row[2], slides)
+        if room <= 0 or window <= 0:  # full under the limits kept now, or its window is used up: set aside
+            _groups.set_aside(conn, queue, grp, opts, slides if window <= 0 else None)
             continue
-        streams.append(conn.execute(Q.due_in_group, (queue, grp, now, min(room, window, want))))
-    return list(itertools.islice(heapq.merge(*streams), want))
+        cursor = conn.execute(Q.due_in_group, (queue, grp, now, min(room, window, want)))
+        streams.append(_noting_empty(cursor, grp, empty))
+    picked = list(itertools.islice(heapq.merge(*streams), want))
+    for grp in empty:  # marked ready with a due head, yet nothing due: rebuild it rather than look again and again
+        _groups.recompute(conn, queue, grp, opts, now)
+    return picked
+
+
+def _noting_empty(rows: Iterator[tuple], grp: str, empty: list[str]) -> Iterator[tuple]:
+    found = False
+    for row in rows:
+        found = True
+        yield row
+    if not found:
+        empty.append(grp)
 
 
 def _record_starts(conn: sqlite3.Connection, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float) -> None:
@@ -85,10 +127,23 @@ def _record_starts(conn: sqlite3.Connection, queue: str, opts: QueueOptions, cla
 
 
 def next_wake(conn: sqlite3.Connection, queue: str, now: float) -> Optional[float]:
-    """When this queue may next have a job to claim: a due time, a group's window, a lease running out."""
-    times = [conn.execute(Q.next_ungrouped, (queue,)).fetchone(),
-             conn.execute(Q.next_group, (queue,)).fetchone(),
-             conn.execute(Q.next_group_wake, (queue,)).fetchone(),
-             conn.execute(Q.next_expiry, (queue,)).fetchone()]
-    found = [t[0] for t in times if t is not None and t[0] is not None]
+    """When a claim of this queue that left places free should look again.
+
+    With no room in the queue, only a lease's end (a commit, which wakes the
+    workers anyway), a lease running out or the rate window sliding can make
+    some: looking again before that would be a busy loop of transactions.
+    Otherwise: the next due time, a group's window sliding, a lease running out.
+    """
+    opts = _groups.kept(conn, queue, QueueOptions())
+    expiry = conn.execute(Q.next_expiry, (queue,)).fetchone()[0]
+    room, slides = _queue_room(conn, queue, opts, start_time(conn, queue, opts, now))
+    if room <= 0:
+        times = [expiry, slides]
+    else:
+        times = [conn.execute(Q.next_ungrouped, (queue,)).fetchone(),
+                 conn.execute(Q.next_group, (queue,)).fetchone(),
+                 conn.execute(Q.next_group_wake, (queue,)).fetchone(),
+                 (expiry,)]
+        times = [t[0] for t in times if t is not None]
+    found = [t for t in times if t is not None]
     return min(found) if found else None

@@ -9,10 +9,29 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
+from functools import lru_cache
 from typing import Optional
 
 from ..._options import QueueOptions
 from ._sql import Q
+
+
+def kept(conn: sqlite3.Connection, queue: str, opts: QueueOptions) -> QueueOptions:
+    """``opts`` with the limits kept in the store now: another process may have changed them (LIM-01..03)."""
+    row = conn.execute(Q.queue_options, (queue,)).fetchone()
+    if row is None:
+        return opts
+    limits = _limits(row[0])
+    if limits == (opts.concurrency, opts.rate, opts.group_concurrency, opts.group_rate):
+        return opts
+    return replace(opts, concurrency=limits[0], rate=limits[1], group_concurrency=limits[2], group_rate=limits[3])
+
+
+@lru_cache(maxsize=256)
+def _limits(text: str) -> tuple:
+    o = QueueOptions.from_json(json.loads(text))
+    return (o.concurrency, o.rate, o.group_concurrency, o.group_rate)
 
 
 def has_room(running: int, wake_at: Optional[float], opts: QueueOptions) -> int:
@@ -52,8 +71,25 @@ def save(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, run
                                "wake_at": wake_at})
 
 
+def set_aside(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, wake_at: Optional[float]) -> None:
+    """A group found full, or out of its window until ``wake_at``, when a claim read it: no longer ready."""
+    running, head_at, head_seq, _, _ = conn.execute(Q.group_get, (queue, grp)).fetchone()
+    save(conn, queue, grp, opts, running, head_at, head_seq, wake_at)
+
+
+def wake(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, now: float) -> None:
+    """A group whose window was to slide by ``now``: it has room again, or a later time to wake."""
+    row = conn.execute(Q.group_get, (queue, grp)).fetchone()
+    if row is None:
+        return
+    running, head_at, head_seq, _, _ = row
+    room, slides = window_room(conn, queue, grp, opts, now)
+    save(conn, queue, grp, opts, running, head_at, head_seq, slides if room <= 0 else None)
+
+
 def recompute(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, now: float) -> None:
     """Rebuild a group's row from the jobs and leases (after a cancel or a recovery)."""
+    opts = kept(conn, queue, opts)
     running = conn.execute(Q.group_running, (queue, grp)).fetchone()[0]
     head = conn.execute(Q.head_of_group, (queue, grp)).fetchone()
     head_at, head_seq = head if head else (None, None)

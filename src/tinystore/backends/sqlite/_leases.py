@@ -20,6 +20,7 @@ from ._sql import Q
 def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements: list[Settlement],
            now: float) -> list[Settlement]:
     """Apply each settlement whose attempt still holds its lease; return the stale ones."""
+    opts = _groups.kept(conn, queue, opts)
     stale, done, failed = [], 0, 0
     for s in settlements:
         if conn.execute(Q.lease_end, (s.seq, s.attempt)).rowcount == 0:
@@ -56,6 +57,8 @@ def apply(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int, gr
 def end_expired(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> int:
     """End the leases of a queue that ran out; each attempt stays counted."""
     expired = conn.execute(Q.leases_expired, (queue, now)).fetchall()
+    if expired:
+        opts = _groups.kept(conn, queue, opts)
     for seq, attempt in expired:
         end_lost(conn, queue, opts, seq, attempt, now)
     return len(expired)

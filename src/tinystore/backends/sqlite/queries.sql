@@ -203,8 +203,11 @@ DELETE FROM tinystore_groups WHERE queue = ? AND grp = ?;
 SELECT grp FROM tinystore_groups WHERE queue = ? AND wake_at <= ?;
 
 -- name: groups_refresh
--- Recompute whether each group of a queue has room, after its limits changed.
-UPDATE tinystore_groups SET ready = (running < :limit AND wake_at IS NULL) WHERE queue = :queue;
+-- Recompute whether each group of a queue has room, after its limits changed; a group set aside by
+-- its rate is woken at the next claim (wake_at 0), which counts its window under the new rate.
+UPDATE tinystore_groups SET ready = (running < :limit AND wake_at IS NULL),
+    wake_at = CASE WHEN wake_at IS NULL THEN NULL ELSE 0 END
+WHERE queue = :queue;
 
 -- name: next_group
 -- When the next group with room has a due job.
@@ -212,8 +215,9 @@ SELECT head_at FROM tinystore_groups
 WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL ORDER BY head_at, head_seq LIMIT 1;
 
 -- name: next_group_wake
--- When the next rate-limited group has room again.
-SELECT min(wake_at) FROM tinystore_groups WHERE queue = ?;
+-- When the next rate-limited group has room again (wake_at IS NOT NULL: read from the wake index,
+-- not from every group of the queue).
+SELECT min(wake_at) FROM tinystore_groups WHERE queue = ? AND wake_at IS NOT NULL;
 
 -- name: starts_in_window
 -- Starts of a queue in its sliding window, and the oldest of them.
@@ -222,6 +226,10 @@ SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND t > ?;
 -- name: group_starts_in_window
 -- Starts of one group in its sliding window, and the oldest of them.
 SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t > ?;
+
+-- name: starts_latest
+-- The latest start counted for a queue.
+SELECT max(t) FROM tinystore_starts WHERE queue = ?;
 
 -- name: start_insert
 -- Record a start for the rate windows.
