@@ -1,0 +1,76 @@
+"""The ``tinystore`` command: one module per subcommand.
+
+- ``worker``    serve a store's queues: ``tinystore worker app.jobs:store``
+- ``status``    queues by state, the oldest due job's age, the last minute's runs
+- ``jobs``      a page of a queue's jobs
+- ``show``      one job: payload, attempts, error and traceback, steps, lease holder
+- ``retry``     run a failed job again
+- ``cancel``    take a job away
+- ``add``       add a job
+- ``maintain``  remove what is past ``keep`` and ``dedupe`` now
+- ``_common``   opening a store file, output for people or ``--json``, progress
+
+Exit status: 0 done; 1 the job was not in a state the command acts on;
+2 bad input (no such file, not a store, no such queue or job, bad JSON, a
+module that does not import), reported in one line on stderr with nothing
+changed; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from typing import Optional, Sequence
+
+import tinystore
+
+from . import add, cancel, jobs, maintain, retry, show, status, worker
+from ._common import CommandError
+
+COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tinystore", description="A durable job queue in your SQLite file.")
+    parser.add_argument("--version", action="version", version=f"tinystore {tinystore.__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
+    for command in COMMANDS:
+        sub = commands.add_parser(command.NAME, help=command.HELP, description=command.__doc__)
+        command.configure(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``tinystore`` command with ``argv`` (default ``sys.argv[1:]``); return its exit status."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        return args.run(args)
+    except CommandError as exc:
+        return _fail(str(exc), exc.code)
+    except tinystore.Error as exc:
+        return _fail(str(exc), 2)
+    except BrokenPipeError:  # stdout's reader left (| head): nothing more to say, and nowhere to say it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (OSError, sqlite3.Error) as exc:
+        return _fail(f"{type(exc).__name__}: {exc}", 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str, code: int) -> int:
+    print("tinystore: error: " + " ".join(message.split()), file=sys.stderr)
+    return code

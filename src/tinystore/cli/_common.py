@@ -1,0 +1,159 @@
+"""What the commands share: opening a store file for operations, output for people or scripts, progress.
+
+An operations command never creates a file and never turns a file into a
+store: it checks, read-only, that the file exists, is a SQLite database and
+holds tinystore's tables before ``tinystore.open`` touches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+import tinystore
+from tinystore import JobState, Queue, Store
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+class CommandError(Exception):
+    """Bad input: the command prints this one line and exits with ``code``, having changed nothing."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+def add_store_argument(parser: Any) -> None:
+    parser.add_argument("file", metavar="FILE", help="the store's SQLite file")
+
+
+def add_json_argument(parser: Any) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
+
+
+# Opening
+
+def open_store(path: str) -> Store:
+    """Open an existing store file for an operation; refuse anything else before writing a byte."""
+    if not os.path.exists(path):
+        raise CommandError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise CommandError(f"{path} is a directory, not a store file")
+    try:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    if header != SQLITE_HEADER:
+        raise CommandError(f"{path} is not a tinystore store: it is not a SQLite database")
+    if not _has_tinystore_tables(path):
+        raise CommandError(f"{path} is not a tinystore store: it has no tinystore tables")
+    return tinystore.open(path)
+
+
+def _has_tinystore_tables(path: str) -> bool:
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                               " AND name = 'tinystore_migrations'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CommandError(f"{path} is damaged or not a SQLite database: {exc}") from None
+    return row is not None
+
+
+def open_queue(store: Store, name: str) -> Queue:
+    """A queue the store already keeps: never create one by naming it."""
+    names = store.queues()
+    if name not in names:
+        known = ", ".join(names) if names else "none"
+        raise CommandError(f"no queue named {name!r} in {store.path} (its queues: {known})")
+    return store.queue(name)
+
+
+def get_job(queue: Queue, id: str) -> JobState:
+    job = queue.get(id)
+    if job is None:
+        raise CommandError(f"no job {id!r} in queue {queue.name!r}")
+    return job
+
+
+# Output
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def job_json(job: JobState, ahead: bool = False) -> dict[str, Any]:
+    """A job as JSON; ``ahead`` costs a count, so only ``show`` asks for it."""
+    data: dict[str, Any] = {
+        "id": job.id, "queue": job.queue, "state": job.state, "payload": job.payload, "group": job.group,
+        "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
+        "progress": job.progress,
+    }
+    if ahead:
+        data["ahead"] = job.ahead
+    return data
+
+
+def iso(at: datetime) -> str:
+    return at.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def age(seconds: Optional[float]) -> str:
+    """A duration for people: 4.2s, 3m10s, 2h5m, 3d4h."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"
+
+
+def first_line(text: Optional[str]) -> str:
+    return "" if not text else text.splitlines()[0]
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell; the columns in ``right`` aligned right (numbers)."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+class Progress:
+    """Progress of a long operation on stderr, shown only when stdout and stderr are both terminals."""
+
+    def __init__(self) -> None:
+        self.shown = sys.stdout.isatty() and sys.stderr.isatty()
+        self._width = 0
+
+    def update(self, text: str) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + text.ljust(self._width))
+            sys.stderr.flush()
+            self._width = len(text)
+
+    def done(self) -> None:
+        if self.shown and self._width:
+            sys.stderr.write("\n")
+            sys.stderr.flush()

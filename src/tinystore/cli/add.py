@@ -1,0 +1,45 @@
+"""Add a job to a queue the store keeps; an id that names a kept job adds nothing (JOB-10)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ._common import (CommandError, add_json_argument, add_store_argument, job_json, open_queue, open_store,
+                      print_json)
+
+NAME = "add"
+HELP = "add a job: tinystore add FILE QUEUE '{\"n\": 1}'"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("queue", metavar="QUEUE")
+    parser.add_argument("payload", metavar="JSON", help="the payload as JSON text, or - to read it from stdin")
+    parser.add_argument("--id", help="the job's id (default: a new random one)")
+    parser.add_argument("--delay", help="run it after this long, e.g. 10m")
+    parser.add_argument("--group", metavar="G", help="the job's group")
+    add_json_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    payload = _payload(sys.stdin.read() if args.payload == "-" else args.payload)
+    with open_store(args.file) as store:
+        queue = open_queue(store, args.queue)
+        job = queue.add(payload, id=args.id, delay=args.delay, group=args.group)
+    if args.json:
+        print_json({**job_json(job), "added": job.added})
+    elif job.added:
+        print(f"added job {job.id} to queue {job.queue}: {job.state}")
+    else:
+        print(f"job {job.id} is already in queue {job.queue} ({job.state}): nothing added")
+    return 0
+
+
+def _payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"the payload is not JSON: {exc}") from None

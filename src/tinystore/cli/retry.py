@@ -1,0 +1,36 @@
+"""Run a failed job again, its attempts from zero."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._common import add_json_argument, add_store_argument, get_job, open_queue, open_store, print_json
+
+NAME = "retry"
+HELP = "run a failed job again, its attempts from zero"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("queue", metavar="QUEUE")
+    parser.add_argument("id", metavar="ID")
+    add_json_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_store(args.file) as store:
+        queue = open_queue(store, args.queue)
+        job = get_job(queue, args.id)
+        retried = queue.retry(args.id)
+        if not retried:
+            job = queue.get(args.id) or job
+    if args.json:
+        print_json({"queue": args.queue, "id": args.id, "retried": retried})
+    elif retried:
+        print(f"job {args.id} of queue {args.queue} will run again")
+    if not retried:
+        print(f"tinystore: job {args.id!r} of queue {args.queue!r} is {job.state}, not failed: "
+              "nothing to retry", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,77 @@
+"""Show one job: payload, attempts, last error with its traceback, the steps kept, and who holds its lease."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tinystore import Queue, Store
+
+from ._common import (add_json_argument, add_store_argument, age, get_job, job_json, open_queue, open_store,
+                      print_json)
+
+NAME = "show"
+HELP = "one job: payload, attempts, error and traceback, steps, lease holder"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    add_store_argument(parser)
+    parser.add_argument("queue", metavar="QUEUE")
+    parser.add_argument("id", metavar="ID")
+    add_json_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_store(args.file) as store:
+        queue = open_queue(store, args.queue)
+        data = job_json(get_job(queue, args.id), ahead=True)
+        data.update(_detail(store, queue, args.id))
+        now = store.clock.now()
+    if args.json:
+        print_json(data)
+    else:
+        _print(data, now)
+    return 0
+
+
+def _detail(store: Store, queue: Queue, id: str) -> dict[str, Any]:
+    """The steps kept under the job and its lease holder, read from the backend."""
+    row = store._backend.get(queue.name, id)
+    if row is None:  # gone between the two reads
+        return {"steps": [], "lease": None}
+    detail = store._backend.job_detail(row.seq)
+    steps = [{"name": name, "attempt": attempt, "answer": json.loads(answer)}
+             for name, attempt, answer in detail["steps"]]
+    lease = None
+    if detail["lease"] is not None:
+        attempt, expires, pid, host = detail["lease"]
+        lease = {"attempt": attempt, "expires": expires, "pid": pid, "host": host}
+    return {"steps": steps, "lease": lease}
+
+
+def _print(data: dict[str, Any], now: float) -> None:
+    lines = [
+        ("queue", data["queue"]), ("id", data["id"]), ("state", data["state"]),
+        ("attempt", f"{data['attempt']} of {data['attempts']}"), ("at", data["at"]),
+        ("group", data["group"] or "-"), ("payload", json.dumps(data["payload"], ensure_ascii=False)),
+    ]
+    if data["state"] == "waiting":
+        lines.append(("ahead", data["ahead"]))
+    if data["progress"] is not None:
+        lines.append(("progress", json.dumps(data["progress"], ensure_ascii=False)))
+    lease = data["lease"]
+    if lease is not None:
+        lines.append(("lease", f"attempt {lease['attempt']} held by pid {lease['pid']} on {lease['host']}, "
+                               f"ends in {age(max(0.0, lease['expires'] - now))} unless renewed"))
+    for label, value in lines:
+        print(f"{label:<9} {value}")
+    if data["steps"]:
+        print("steps")
+        for step in data["steps"]:
+            answer = json.dumps(step["answer"], ensure_ascii=False)
+            print(f"  {step['name']} (attempt {step['attempt']}): {answer}")
+    if data["error"]:
+        print("error")
+        for line in data["error"].splitlines():
+            print(f"  {line}")

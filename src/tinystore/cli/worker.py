@@ -1,0 +1,146 @@
+"""Serve a store's queues: import MODULE, take its Store attribute, run its handlers until SIGTERM or SIGINT.
+
+The first SIGTERM or SIGINT stops claiming, lets running handlers finish
+within --grace, gives back the jobs claimed but not started (their attempts
+not counted) and exits 0. A second signal exits at once; the next open of
+the store ends this process's leases, as after a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from tinystore import Store
+from tinystore._durations import parse_duration
+
+from ._common import CommandError
+
+NAME = "worker"
+HELP = "serve a store's queues: tinystore worker app.jobs:store"
+
+log = logging.getLogger("tinystore.cli")
+
+JOB_FIELDS = ("queue", "job_id", "attempt")
+LINGER = 1.0  # how long exit waits for handler threads still running past the grace period
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="MODULE:ATTRIBUTE",
+                        help="where the Store is, e.g. app.jobs:store (the current folder is on the import path)")
+    parser.add_argument("--queues", help="serve only these queues, comma-separated (default: every queue "
+                                         "with a handler)")
+    parser.add_argument("--workers", type=_positive_int, metavar="N",
+                        help="handlers at once, per queue (default: 16 threads for def handlers, "
+                             "200 for async def)")
+    parser.add_argument("--grace", default="30s",
+                        help="how long running handlers may finish after SIGTERM (default 30s)")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level)
+    grace = parse_duration(args.grace, "--grace")
+    queues = _queue_list(args.queues)
+    store = load_store(args.target)
+    try:
+        served = [q.name for q in store._served(queues)]
+        if not served:
+            raise CommandError(f"{args.target} has no queue with a handler: register one with @queue.work")
+        log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.path, ", ".join(served),
+                 grace, extra={"queues": served})
+        store.serve(workers=args.workers, queues=served, grace=grace)
+    finally:
+        store.close()
+    log.info("worker %d stopped", os.getpid())
+    return _exit_past_lingering_handlers(0)
+
+
+def load_store(target: str) -> Store:
+    """The Store at ``module:attribute``, with the current folder on the import path."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise CommandError(f"{target!r} must be MODULE:ATTRIBUTE, such as app.jobs:store")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise CommandError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+    found: Any = module
+    try:
+        for part in attribute.split("."):
+            if not hasattr(found, part):
+                raise CommandError(f"{module_name} has no attribute {attribute!r}")
+            found = getattr(found, part)
+        if not isinstance(found, Store):
+            raise CommandError(f"{target} is a {type(found).__name__}, not a tinystore.Store")
+    except CommandError:
+        for value in vars(module).values():  # the stores the module opened leave no trace of this process
+            if isinstance(value, Store):
+                value.close()
+        raise
+    return found
+
+
+def _queue_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise CommandError("--queues needs at least one queue name")
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _exit_past_lingering_handlers(code: int) -> int:
+    """A ``def`` handler cancelled past the grace period may still run in its thread; its job has gone
+    to the next attempt and nothing it writes takes effect, so exit without waiting for it."""
+    deadline = time.monotonic() + LINGER
+    for thread in threading.enumerate():
+        if thread.name.startswith("tinystore-handler"):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    lingering = [t for t in threading.enumerate() if t.name.startswith("tinystore-handler") and t.is_alive()]
+    if not lingering:
+        return code
+    log.warning("%d handler threads still run past the grace period; exiting without them", len(lingering))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class Formatter(logging.Formatter):
+    """Text lines; a record about a job ends with queue=, job= and attempt=."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = [f"{'job' if name == 'job_id' else name}={getattr(record, name)}"
+                  for name in JOB_FIELDS if getattr(record, name, None) is not None]
+        return f"{text} [{' '.join(fields)}]" if fields else text
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(Formatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level.upper())

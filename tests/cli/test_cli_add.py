@@ -1,0 +1,47 @@
+"""``tinystore add FILE QUEUE JSON``: add a job, with an id, a delay and a group; an id adds once."""
+
+from __future__ import annotations
+
+import json
+
+from clitools import App
+
+
+def add(app: App, *args: str, input: str | None = None) -> dict:
+    result = app.cli("add", app.db, *args, "--json", input=input)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_add_puts_a_job_in_the_queue(app: App) -> None:
+    echo = app.open().queue("echo")
+    job = add(app, "echo", '{"to": "ann", "n": [1, 2]}', "--id", "e1", "--group", "ann")
+    assert (job["id"], job["queue"], job["state"], job["added"]) == ("e1", "echo", "waiting", True)
+    assert (job["payload"], job["group"], job["attempt"]) == ({"to": "ann", "n": [1, 2]}, "ann", 0)
+    kept = echo.get("e1")
+    assert (kept.payload, kept.group, kept.state) == ({"to": "ann", "n": [1, 2]}, "ann", "waiting")
+
+
+def test_add_with_a_delay_schedules_the_job(app: App) -> None:
+    echo = app.open().queue("echo")
+    job = add(app, "echo", "null", "--id", "later", "--delay", "10m")
+    assert job["state"] == "scheduled"
+    assert echo.get("later").state == "scheduled"
+
+
+def test_add_of_an_id_the_queue_keeps_adds_nothing(app: App) -> None:
+    echo = app.open().queue("echo")
+    add(app, "echo", '{"n": 1}', "--id", "e1")
+    again = add(app, "echo", '{"n": 2}', "--id", "e1")
+    assert (again["added"], again["payload"]) == (False, {"n": 1})
+    assert [j.id for j in echo.jobs()] == ["e1"]
+
+    text = app.cli("add", app.db, "echo", '{"n": 3}', "--id", "e1")
+    assert text.returncode == 0 and text.stdout == "job e1 is already in queue echo (waiting): nothing added\n"
+
+
+def test_add_reads_the_payload_from_stdin_and_makes_an_id_when_none_is_given(app: App) -> None:
+    echo = app.open().queue("echo")
+    job = add(app, "echo", "-", input='{"from": "stdin"}\n')
+    assert job["added"] and len(job["id"]) == 32
+    assert echo.get(job["id"]).payload == {"from": "stdin"}
