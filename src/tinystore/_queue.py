@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
 from ._appconn import check_same_file, join_transaction, sqlite_connection_of
@@ -58,7 +58,7 @@ class Queue:
         return [self._state(row, now, added=added) for row, added in results]
 
     def _new_job(self, job: Job, now: float) -> NewJob:
-        id = check_text_id(job.id, "id", self.name) if job.id is not None else uuid.uuid4().hex
+        id = check_text_id(job.id, "id", self.name) if job.id is not None else _new_id(now)
         group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
         if job.at is not None and job.delay is not None:
             raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
@@ -109,7 +109,11 @@ class Queue:
 
     def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
              after: Optional[str] = None) -> list[JobState]:
-        """A page of the queue's jobs in the order they were added; the next page is ``after=`` the last id."""
+        """A page of the queue's jobs in the order of their ids; the next page is ``after=`` the last id.
+
+        Ids that tinystore makes begin with the time they were added, so
+        they page in that order.
+        """
         if state is not None and state not in STATES[:5]:
             raise InvalidArgument(f"state={state!r} must be one of {', '.join(STATES[:5])}", queue=self.name)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
@@ -157,3 +161,8 @@ class Queue:
         return handler
 
 
+
+
+def _new_id(now: float) -> str:
+    """A job id: milliseconds since the epoch, then 80 random bits (32 hex digits, sorting by time)."""
+    return f"{int(now * 1000):012x}{secrets.randbits(80):020x}"

@@ -16,6 +16,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
+from ._errors import Closed
 from ._jobstate import JobState, state_of
 from .backends._base import JobRow
 
@@ -60,11 +61,24 @@ class Watches:
             self._watchers.discard(watcher)
 
     def close(self) -> None:
+        """End every watch: each watcher's next step raises Closed."""
         self._closed = True
         self._poke.set()
         if self._thread is not None:
             self._store._notifier.unsubscribe(self._listen)
             self._thread.join()
+        with self._lock:
+            watchers, self._watchers = list(self._watchers), set()
+        for w in watchers:
+            try:
+                w.deliver(None)
+            except RuntimeError:  # an async watcher's loop was closed: nobody reads it
+                pass
+
+    def _received(self, state: Optional[JobState]) -> JobState:
+        if state is None:
+            raise Closed(f"the store {self._store.path!r} was closed while this job was watched")
+        return state
 
     def _first(self, queue: "Queue", id: str) -> Optional[tuple[int, JobState]]:
         now = self._store.clock.now()
@@ -151,7 +165,7 @@ class Watches:
         try:
             yield state
             while state.state not in ENDED:
-                state = inbox.get()
+                state = self._received(inbox.get())
                 yield state
         finally:
             self._remove(watcher)
@@ -165,7 +179,7 @@ class Watches:
         try:
             yield state
             while state.state not in ENDED:
-                state = await inbox.get()
+                state = self._received(await inbox.get())
                 yield state
         finally:
             self._remove(watcher)

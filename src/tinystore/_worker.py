@@ -209,6 +209,7 @@ class Worker:
                 if r.running:
                     expires = clock.now() + r.queue.options.lease
                     await asyncio.wrap_future(self.store._backend.renew(r.queue.name, self.store._owner, expires))
+            self._check_leases()  # a cancel another process made is heard here at the latest
 
     async def serve(self) -> None:
         """Serve until ``stop()``: then claim nothing more, let handlers finish within the grace period."""

@@ -528,10 +528,6 @@ def test_JOB_13_an_async_watcher_left_in_a_closed_event_loop_does_not_stop_the_o
     watcher.end()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tinystore_jobs.seq is INTEGER PRIMARY KEY without AUTOINCREMENT, so a job added after the job "
-    "with the highest seq left the file takes that seq again; tinystore_cancelled marks seqs, so the "
-    "watcher of the new job reads the old job's cancellation when its own job is done and removed"))
 def test_JOB_13_a_watcher_of_a_job_done_after_another_was_cancelled_sees_done(
         store: tinystore.Store, gates: Gates) -> None:
     q = store.queue("mail")
@@ -635,3 +631,28 @@ def test_JOB_13_progress_over_4_KiB_or_not_JSON_is_refused_and_never_reaches_get
     assert watcher.next().state == "done"
     worker.join()
     assert refused == ["LimitExceeded", "LimitExceeded", "InvalidArgument", "InvalidArgument", "InvalidArgument"]
+
+
+def test_JOB_13_a_watch_ends_with_Closed_when_the_store_closes(open_store: Any, clock: FakeClock) -> None:
+    store = open_store(clock=clock)
+    q = store.queue("mail")
+    q.add({"n": 1}, id="followed")
+    watch = q.watch("followed")
+    assert next(watch).state == "waiting"
+    outcome: list[BaseException] = []
+    started = threading.Event()
+
+    def follow() -> None:
+        started.set()
+        try:
+            next(watch)
+        except BaseException as exc:  # the test asserts which
+            outcome.append(exc)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    started.wait()
+    store.close()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], tinystore.Closed)

@@ -237,13 +237,7 @@ class SQLiteBackend(Backend):
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
         with self._read() as conn:
-            after_seq = 0
-            if after is not None:
-                row = conn.execute(Q.job_by_id, (queue, after)).fetchone()
-                if row is None:
-                    raise InvalidArgument(f"after={after!r} names no job", queue=queue, job_id=after)
-                after_seq = row[0]
-            rows = conn.execute(Q.jobs_page, {"queue": queue, "after": after_seq, "grp": grp, "now": now,
+            rows = conn.execute(Q.jobs_page, {"queue": queue, "after": after or "", "grp": grp, "now": now,
                                               "state": state, "limit": limit}).fetchall()
         return [JobRow(*r) for r in rows]
 
@@ -377,8 +371,9 @@ class SQLiteBackend(Backend):
 def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
     """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10)."""
     results = []
-    for job in jobs:
-        row = conn.execute(Q.job_insert, (queue, job.id, job.payload, job.grp, job.at)).fetchone()
+    first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
+    for seq, job in enumerate(jobs, first):
+        row = conn.execute(Q.job_insert, (seq, queue, job.id, job.payload, job.grp, job.at)).fetchone()
         if row is None:
             existing = JobRow(*conn.execute(Q.job_by_id, (queue, job.id)).fetchone())
             if existing.expires is None or existing.expires > now:
@@ -386,8 +381,7 @@ def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -
                 continue
             conn.execute(Q.steps_delete, (existing.seq,))  # past keep or dedupe: the id is free (JOB-11)
             conn.execute(Q.job_delete, (existing.seq,))
-            row = conn.execute(Q.job_insert, (queue, job.id, job.payload, job.grp, job.at)).fetchone()
-        seq = row[0]
+            conn.execute(Q.job_insert, (seq, queue, job.id, job.payload, job.grp, job.at))
         if job.grp is not None:
             conn.execute(Q.group_add, {"queue": queue, "grp": job.grp, "at": job.at, "seq": seq})
         results.append((JobRow(seq, queue, job.id, job.payload, job.grp, "queued", job.at, 0, None, None, None), True))

@@ -6,6 +6,14 @@ CREATE TABLE tinystore_queues (
     options TEXT NOT NULL
 ) WITHOUT ROWID;
 
+-- The last job seq handed out: seqs are never reused, since leases, steps
+-- and watchers name a job by its seq.
+CREATE TABLE tinystore_sequence (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    last INTEGER NOT NULL
+);
+INSERT INTO tinystore_sequence (id, last) VALUES (1, 0);
+
 -- One row per job while the queue keeps it. seq is the order of adding.
 -- state: queued (scheduled or waiting, as `at` says), running, done, failed.
 CREATE TABLE tinystore_jobs (

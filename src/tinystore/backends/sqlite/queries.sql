@@ -15,10 +15,14 @@ ON CONFLICT (name) DO UPDATE SET options = excluded.options;
 -- Every queue the store knows.
 SELECT name, options FROM tinystore_queues ORDER BY name;
 
+-- name: seqs_reserve
+-- Reserve seqs for a batch of adds; returns the last one reserved.
+UPDATE tinystore_sequence SET last = last + ? WHERE id = 1 RETURNING last;
+
 -- name: job_insert
--- Add a job, unless its id names one already; returns its seq when added.
-INSERT INTO tinystore_jobs (queue, id, payload, grp, state, at)
-VALUES (?, ?, ?, ?, 'queued', ?)
+-- Add a job under a reserved seq, unless its id names one already; returns its seq when added.
+INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at)
+VALUES (?, ?, ?, ?, ?, 'queued', ?)
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq;
 
@@ -139,16 +143,17 @@ SELECT min(expires) FROM tinystore_leases WHERE queue = ?;
 
 -- name: job_requeue
 -- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back.
-UPDATE tinystore_jobs SET state = 'queued', at = :at, attempt = attempt - :uncount, error = :error
+UPDATE tinystore_jobs SET state = 'queued', at = :at, attempt = attempt - :uncount, error = :error,
+    progress = NULL
 WHERE seq = :seq;
 
 -- name: job_fail
 -- The job failed for good; it is kept with its error until `expires`.
-UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ? WHERE seq = ?;
+UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ?, progress = NULL WHERE seq = ?;
 
 -- name: job_done
 -- The job is done; it is kept until `expires` so that its id adds nothing.
-UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ? WHERE seq = ?;
+UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ?, progress = NULL WHERE seq = ?;
 
 -- name: job_retry_failed
 -- A failed job runs again, its attempts from zero.
@@ -294,17 +299,17 @@ SELECT queue, sum(started), sum(done), sum(failed) FROM tinystore_counts
 WHERE minute >= ? GROUP BY queue;
 
 -- name: jobs_page
--- A page of a queue's jobs in the order they were added, after a seq.
+-- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
 FROM tinystore_jobs
-WHERE queue = :queue AND seq > :after
+WHERE queue = :queue AND id > :after
   AND (:grp IS NULL OR grp = :grp)
   AND (expires IS NULL OR expires > :now)
   AND (:state IS NULL
        OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
        OR (:state = 'waiting' AND state = 'queued' AND at <= :now)
        OR (state = :state AND :state NOT IN ('scheduled', 'waiting')))
-ORDER BY seq LIMIT :limit;
+ORDER BY id LIMIT :limit;
 
 -- name: group_running
 -- Live leases of one group, counted from the leases themselves.
@@ -322,14 +327,13 @@ WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
 
 -- name: owner_lost_fail
 -- A dead process's attempts that were the last allowed: failed for good.
-UPDATE tinystore_jobs SET state = 'failed', expires = :expires,
-    error = :error
+UPDATE tinystore_jobs SET state = 'failed', expires = :expires, error = :error, progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
   AND attempt >= :attempts;
 
 -- name: owner_lost_requeue
 -- A dead process's other attempts: the jobs run again at once, their attempts counted.
-UPDATE tinystore_jobs SET state = 'queued', at = :now, error = :error
+UPDATE tinystore_jobs SET state = 'queued', at = :now, error = :error, progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
   AND state = 'running';
 
