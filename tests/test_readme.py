@@ -1,0 +1,24 @@
+"""README's examples run as they are: each ```python block, in a fresh folder, in a new process."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
+
+
+def test_readme_has_runnable_examples() -> None:
+    assert len(BLOCKS) >= 6
+
+
+@pytest.mark.parametrize("number", range(len(BLOCKS)))
+def test_readme_example_runs(number: int, tmp_path: Path) -> None:
+    code = BLOCKS[number]
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"README block {number} failed:\n{code}\n{done.stderr}"
