@@ -18,9 +18,11 @@ test reads the witness and checks each bound:
   group may; a gate (a file lock the test holds) keeps a hot group's first job
   running while the test checks that every other group drained meanwhile.
 
-Nothing here waits on a sleep: the tests wait for the witness, for jobs
-(``watch``) and for lines the children print. The assertions are bounds the
-implementation guarantees, never speeds.
+No test synchronises on a sleep: they wait for lines the children print,
+for jobs to be done (``watch``), for the gate, and a barrier polls the
+witness until its runs have started (with a deadline). Handlers sleep only as
+their work. The assertions are bounds the implementation guarantees, never
+speeds.
 
 The second kind runs in this process on a ``FakeClock``: a set-aside job is
 claimed as soon as its group has room (without time moving), a rate-limited
