@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
 from ._appconn import check_same_file, join_transaction, sqlite_connection_of
@@ -165,4 +165,4 @@ class Queue:
 
 def _new_id(now: float) -> str:
     """A job id: milliseconds since the epoch, then 80 random bits (32 hex digits, sorting by time)."""
-    return f"{int(now * 1000):012x}{secrets.randbits(80):020x}"
+    return f"{int(now * 1000):012x}{random.getrandbits(80):020x}"  # unique, not secret

@@ -49,10 +49,13 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain)
+
+
 def encode_json(value: Any, what: str, queue: str, job_id: str | None = None, limit: int = MAX_JSON) -> str:
     """Compact JSON text of ``value``, or InvalidArgument / LimitExceeded saying why not."""
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_plain)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"{what} is not JSON: {exc}", queue=queue, job_id=job_id) from None
     except RecursionError:

@@ -370,22 +370,34 @@ class SQLiteBackend(Backend):
 
 def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
     """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10)."""
-    results = []
     first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
-    for seq, job in enumerate(jobs, first):
-        row = conn.execute(Q.job_insert, (seq, queue, job.id, job.payload, job.grp, job.at)).fetchone()
-        if row is None:
-            existing = JobRow(*conn.execute(Q.job_by_id, (queue, job.id)).fetchone())
-            if existing.expires is None or existing.expires > now:
-                results.append((existing, False))
-                continue
-            conn.execute(Q.steps_delete, (existing.seq,))  # past keep or dedupe: the id is free (JOB-11)
-            conn.execute(Q.job_delete, (existing.seq,))
-            conn.execute(Q.job_insert, (seq, queue, job.id, job.payload, job.grp, job.at))
-        if job.grp is not None:
-            conn.execute(Q.group_add, {"queue": queue, "grp": job.grp, "at": job.at, "seq": seq})
-        results.append((JobRow(seq, queue, job.id, job.payload, job.grp, "queued", job.at, 0, None, None, None), True))
-    return results
+    rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
+    # Most batches take no id that is already kept: insert them with one statement.
+    conn.execute("SAVEPOINT add_new")
+    if conn.executemany(Q.job_insert_new, rows).rowcount == len(rows):
+        conn.execute("RELEASE add_new")
+        added = [(JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None), True)
+                 for seq, queue, id, payload, grp, at in rows]
+    else:
+        conn.execute("ROLLBACK TO add_new")
+        conn.execute("RELEASE add_new")
+        added = [_add_one(conn, row, now) for row in rows]
+    grouped = [{"queue": queue, "grp": r.grp, "at": r.at, "seq": r.seq} for r, new in added if new and r.grp]
+    if grouped:
+        conn.executemany(Q.group_add, grouped)
+    return added
+
+
+def _add_one(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
+    seq, queue, id, payload, grp, at = row
+    if conn.execute(Q.job_insert, row).fetchone() is None:
+        existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
+        if existing.expires is None or existing.expires > now:
+            return existing, False
+        conn.execute(Q.steps_delete, (existing.seq,))  # past keep or dedupe: the id is free (JOB-11)
+        conn.execute(Q.job_delete, (existing.seq,))
+        conn.execute(Q.job_insert, row)
+    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None), True
 
 
 def _statements(script: str) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -53,6 +54,7 @@ class Writer:
             self._pending.append((fn, args, future))
         if self._write_lock.acquire(blocking=False):
             try:
+                time.sleep(0)  # let threads about to submit queue their operations: they share this commit
                 while not future.done():
                     with self._cv:
                         batch = self._take(MAX_OPERATIONS)
