@@ -37,6 +37,14 @@ def add_json_argument(parser: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
 
 
+def add_job_arguments(parser: Any) -> None:
+    """FILE QUEUE ID [--json]: the arguments of a command about one job."""
+    add_store_argument(parser)
+    parser.add_argument("queue", metavar="QUEUE")
+    parser.add_argument("id", metavar="ID")
+    add_json_argument(parser)
+
+
 # Opening
 
 def open_store(path: str) -> Store:

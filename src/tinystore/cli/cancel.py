@@ -5,17 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._common import add_json_argument, add_store_argument, get_job, open_queue, open_store, print_json
+from ._common import add_job_arguments, get_job, open_queue, open_store, print_json
 
 NAME = "cancel"
 HELP = "take a scheduled, waiting or running job away"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_store_argument(parser)
-    parser.add_argument("queue", metavar="QUEUE")
-    parser.add_argument("id", metavar="ID")
-    add_json_argument(parser)
+    add_job_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,18 +8,14 @@ from typing import Any
 
 from tinystore import Queue, Store
 
-from ._common import (add_json_argument, add_store_argument, age, get_job, job_json, open_queue, open_store,
-                      print_json)
+from ._common import add_job_arguments, age, get_job, job_json, open_queue, open_store, print_json
 
 NAME = "show"
 HELP = "one job: payload, attempts, error and traceback, steps, lease holder"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_store_argument(parser)
-    parser.add_argument("queue", metavar="QUEUE")
-    parser.add_argument("id", metavar="ID")
-    add_json_argument(parser)
+    add_job_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
