@@ -7,6 +7,7 @@ no lease and changes nothing (JOB-05).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Callable, Optional
 
@@ -19,16 +20,26 @@ from ._sql import Q
 
 def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements: list[Settlement],
            now: float) -> list[Settlement]:
-    """Apply each settlement whose attempt still holds its lease; return the stale ones."""
+    """Apply each settlement whose attempt still holds its lease; return the stale ones.
+
+    The leases end, and done jobs without a group leave, with one statement
+    each for the whole batch; other outcomes are applied job by job.
+    """
     opts = _groups.kept(conn, queue, opts)
-    stale, done, failed = [], 0, 0
-    for s in settlements:
-        if conn.execute(Q.lease_end, (s.seq, s.attempt)).rowcount == 0:
-            stale.append(s)
-            continue
-        apply(conn, queue, opts, s.seq, s.grp, s.decision)
-        done += isinstance(s.decision, Done)
-        failed += isinstance(s.decision, Failed)
+    tokens = json.dumps([[s.seq, s.attempt] for s in settlements])
+    ended = {seq for (seq,) in conn.execute(Q.leases_end_many, (tokens,))}
+    stale = [s for s in settlements if s.seq not in ended]
+    live = [s for s in settlements if s.seq in ended]
+    gone = [s.seq for s in live if s.grp is None and s.decision == Done(None)]
+    if gone:
+        seqs = json.dumps(gone)
+        conn.execute(Q.steps_delete_many, (seqs,))
+        conn.execute(Q.jobs_delete_many, (seqs,))
+    for s in live:
+        if s.grp is not None or s.decision != Done(None):
+            apply(conn, queue, opts, s.seq, s.grp, s.decision)
+    done = sum(isinstance(s.decision, Done) for s in live)
+    failed = sum(isinstance(s.decision, Failed) for s in live)
     if done or failed:
         conn.execute(Q.count_add, (queue, int(now // 60), 0, done, failed))
     return stale

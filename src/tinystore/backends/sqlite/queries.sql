@@ -121,6 +121,22 @@ SELECT count(*) FROM tinystore_leases WHERE queue = ?;
 -- End the lease of one attempt; no row when that attempt no longer holds it (JOB-05).
 DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
 
+-- name: leases_end_many
+-- End the leases of a batch of attempts, given as a JSON array of [job, attempt];
+-- returns the jobs whose attempt still held its lease (the others are stale, JOB-05).
+DELETE FROM tinystore_leases
+WHERE job IN (SELECT value ->> 0 FROM json_each(?1))
+  AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))
+RETURNING job;
+
+-- name: jobs_delete_many
+-- Done jobs leave the queue (a JSON array of seqs).
+DELETE FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
+
+-- name: steps_delete_many
+-- The steps of jobs that left the queue (a JSON array of seqs).
+DELETE FROM tinystore_steps WHERE job IN (SELECT value FROM json_each(?));
+
 -- name: lease_held
 -- Whether an attempt still holds its lease.
 SELECT 1 FROM tinystore_leases WHERE job = ? AND attempt = ?;
