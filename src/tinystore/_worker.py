@@ -46,6 +46,7 @@ class QueueRunner:
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
         self.running: dict[int, tuple[asyncio.Task, Any]] = {}
         self.settled: list[Settlement] = []
+        self.timed_out: set[tuple[int, int]] = set()
         self.poke = asyncio.Event()
         self.wake_at: Optional[float] = None
         self.maybe_due = True
@@ -71,9 +72,12 @@ class QueueRunner:
                 claimed_here += len(claimed)
                 if self.worker.stopping.is_set() and claimed:
                     await self._give_back(claimed)
-                else:
+                elif claimed:
                     for c in claimed:
                         self._start(c)
+                    # One timer for the whole batch: its jobs started together, with the same timeout.
+                    tokens = [(c.seq, c.attempt) for c in claimed]
+                    clock.call_later(loop, self.queue.options.timeout, lambda: self._time_out(tokens))
                 if len(claimed) == free and free > 0:
                     self.maybe_due = True  # there may be more
                 continue
@@ -117,17 +121,16 @@ class QueueRunner:
         self.running[c.seq] = (task, run)
         self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
 
+    def _time_out(self, tokens: list[tuple[int, int]]) -> None:
+        """Stop the attempts of a batch that still run past the queue's timeout (JOB-09)."""
+        for seq, attempt in tokens:
+            task, run = self.running.get(seq, (None, None))
+            if task is not None and run.attempt == attempt:
+                self.timed_out.add((seq, attempt))
+                task.cancel()
+
     async def _run(self, c: Claimed, run: Any) -> None:
         q, clock, loop = self.queue, self.store.clock, asyncio.get_running_loop()
-        task = asyncio.current_task()
-        timed_out = False
-
-        def time_out() -> None:
-            nonlocal timed_out
-            timed_out = True
-            task.cancel()
-
-        timer = clock.call_later(loop, q.options.timeout, time_out)
         answer: Any = None
         try:
             payload = json.loads(c.payload)
@@ -138,7 +141,7 @@ class QueueRunner:
         except asyncio.CancelledError:
             if run.cancelled:
                 answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone
-            elif timed_out:
+            elif (c.seq, c.attempt) in self.timed_out:
                 answer = Errored(f"timeout: the handler ran past the queue's timeout of {q.options.timeout:g}s")
                 log.warning("%s/%s attempt %d timed out", q.name, c.id, c.attempt,
                             extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
@@ -149,7 +152,7 @@ class QueueRunner:
             log.warning("%s/%s attempt %d failed: %s: %s", q.name, c.id, c.attempt, type(exc).__name__, exc,
                         extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
         finally:
-            timer.cancel()
+            self.timed_out.discard((c.seq, c.attempt))
             self.running.pop(c.seq, None)
             self.store._active.pop(c.seq, None)
         if answer is not _NO_SETTLEMENT and not run.cancelled:  # a cancelled attempt's answer settles nothing
