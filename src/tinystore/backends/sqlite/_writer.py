@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -52,17 +51,19 @@ class Writer:
             if self._closing:
                 raise Closed("the store is closed")
             self._pending.append((fn, args, future))
+        changed = False
         if self._write_lock.acquire(blocking=False):
             try:
-                time.sleep(0)  # let threads about to submit queue their operations: they share this commit
                 while not future.done():
                     with self._cv:
                         batch = self._take(MAX_OPERATIONS)
                     if not batch:
                         break
-                    self._run(batch)
+                    changed |= self._run(batch)
             finally:
                 self._write_lock.release()
+        if changed:  # told once the lock is free, so that whoever wakes can write at once
+            self._on_commit()
         with self._cv:
             if self._pending:  # queued while this thread wrote, or the lock was taken: the writer thread runs it
                 self._cv.notify()
@@ -91,10 +92,12 @@ class Writer:
             with self._write_lock:
                 with self._cv:
                     batch = self._take(MAX_OPERATIONS)
-                if batch:  # an inline run may have taken them meanwhile
-                    self._run(batch)
+                changed = bool(batch) and self._run(batch)  # an inline run may have taken them meanwhile
+            if changed:
+                self._on_commit()
 
-    def _run(self, batch: list) -> None:
+    def _run(self, batch: list) -> bool:
+        """Run a batch in one transaction; return whether the commit changed anything."""
         conn = self._conn
         outcomes = []
         changes = conn.total_changes
@@ -119,11 +122,10 @@ class Writer:
             for fn, args, future in batch:
                 if not future.done():
                     future.set_exception(exc)
-            return
+            return False
         for future, result, exc in outcomes:
             if exc is None:
                 future.set_result(result)
             else:
                 future.set_exception(exc)
-        if conn.total_changes != changes:  # a commit that changed nothing wakes nobody
-            self._on_commit()
+        return conn.total_changes != changes  # a commit that changed nothing wakes nobody
