@@ -78,6 +78,7 @@ class QueueRunner:
                     # One timer for the whole batch: its jobs started together, with the same timeout.
                     tokens = [(c.seq, c.attempt) for c in claimed]
                     clock.call_later(loop, self.queue.options.timeout, lambda: self._time_out(tokens))
+                    await asyncio.sleep(0)  # let the handlers begin before the next cycle
                 if len(claimed) == free and free > 0:
                     self.maybe_due = True  # there may be more
                 continue
