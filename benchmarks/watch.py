@@ -282,7 +282,7 @@ def table(env: dict[str, Any], r: dict[str, Any]) -> str:
         lines.append(f"{f'change by {who} -> seen, p50':<50} {ms(d['p50_ms']):>14}")
         lines.append(f"{f'change by {who} -> seen, p99':<50} {ms(d['p99_ms']):>14}")
         lines.append(f"{f'change by {who} -> seen by the last, p50':<50} {ms(d['last_watcher_p50_ms']):>14}")
-        lines.append(f"{f'  CPU of this process per change':<50} {ms(d['cpu_ms_per_change']):>14}")
+        lines.append(f"{'  CPU of this process per change':<50} {ms(d['cpu_ms_per_change']):>14}")
         if d["missed"]:
             lines.append(f"{f'  missed within {ROUND_TIMEOUT:g}s':<50} {d['missed']:>14,}")
     return "\n".join(lines)

@@ -21,7 +21,6 @@ from typing import Any, Callable
 import pytest
 
 import tinystore
-from tinystore.testing import FakeClock
 
 T = 1_800_000_000.0  # the `clock` fixture's start
 WAIT = 30

@@ -601,7 +601,6 @@ def test_JOB_13_progress_over_4_KiB_or_not_JSON_is_refused_and_never_reaches_get
         store: tinystore.Store, gates: Gates) -> None:
     q = store.queue("mail")
     refused: list[str] = []
-    shown: list[Any] = []
 
     @q.work
     def handler(payload: Any, run: tinystore.Run) -> None:
