@@ -90,17 +90,13 @@ def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], Que
     Jobs without a group are requeued or failed with one statement per queue,
     so recovering 100,000 leases costs a few statements, not 100,000.
     """
-    leases = conn.execute(Q.leases_of_owner, (owner,)).fetchall()
-    by_queue: dict[str, list[tuple[int, int]]] = {}
-    for seq, attempt, queue in leases:
-        by_queue.setdefault(queue, []).append((seq, attempt))
-    for queue, held in by_queue.items():
+    ended = 0
+    for (queue,) in conn.execute(Q.owner_queues, (owner,)).fetchall():
         opts = options(queue)
         groups = {g for (g,) in conn.execute(Q.owner_groups, (owner, queue))}
-        conn.execute(Q.owner_lost_fail, {"owner": owner, "queue": queue, "attempts": opts.attempts,
-                                         "expires": now + opts.keep, "error": LOST_LEASE})
-        conn.execute(Q.owner_lost_requeue, {"owner": owner, "queue": queue, "now": now, "error": LOST_LEASE})
-        conn.execute(Q.owner_leases_end, (owner, queue))
+        conn.execute(Q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts, "now": now,
+                                    "expires": now + opts.keep, "error": LOST_LEASE})
+        ended += conn.execute(Q.owner_leases_end, (owner, queue)).rowcount
         for grp in groups:
             _groups.recompute(conn, queue, grp, opts, now)
-    return len(leases)
+    return ended

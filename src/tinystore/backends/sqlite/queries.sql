@@ -155,10 +155,6 @@ UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ?;
 -- Leases of a queue that ran out.
 SELECT job, attempt FROM tinystore_leases WHERE queue = ? AND expires <= ? LIMIT 500;
 
--- name: leases_of_owner
--- Every lease a process holds.
-SELECT job, attempt, queue FROM tinystore_leases WHERE owner = ?;
-
 -- name: next_expiry
 -- When the next lease of a queue runs out.
 SELECT min(expires) FROM tinystore_leases WHERE queue = ?;
@@ -347,15 +343,18 @@ INSERT OR IGNORE INTO tinystore_groups (queue, grp) VALUES (?, ?);
 SELECT DISTINCT j.grp FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
 WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
 
--- name: owner_lost_fail
--- A dead process's attempts that were the last allowed: failed for good.
-UPDATE tinystore_jobs SET state = 'failed', expires = :expires, error = :error, progress = NULL
-WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
-  AND attempt >= :attempts;
+-- name: owner_queues
+-- The queues in which a process holds leases.
+SELECT DISTINCT queue FROM tinystore_leases WHERE owner = ?;
 
--- name: owner_lost_requeue
--- A dead process's other attempts: the jobs run again at once, their attempts counted.
-UPDATE tinystore_jobs SET state = 'queued', at = :now, error = :error, progress = NULL
+-- name: owner_lost
+-- A dead process's attempts end: jobs at their last attempt fail for good, the
+-- others run again at once; every attempt stays counted.
+UPDATE tinystore_jobs SET
+    state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
+    at = CASE WHEN attempt >= :attempts THEN at ELSE :now END,
+    expires = CASE WHEN attempt >= :attempts THEN :expires END,
+    error = :error, progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
   AND state = 'running';
 
