@@ -1,4 +1,4 @@
-"""Claim throughput under limits (issue 4): no limits, a queue limit, 10,000 groups and one hot group.
+"""Claim throughput under limits: no limits, a queue limit, 10,000 groups and one hot group.
 
     python benchmarks/limits.py [--small] [--durability full|normal|off] [--out PATH]
 

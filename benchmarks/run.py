@@ -1,10 +1,10 @@
-"""Run tinystore's benchmark suite (issue 7): print a table, write JSON.
+"""Run tinystore's benchmark suite: print a table, write JSON.
 
     python benchmarks/run.py [--small] [--only W1,W3] [--durability full] [--repeat N]
                              [--results DIR] [--markdown] [--keep]
 
-The workloads are ``workloads/w1_add.py`` ... ``w6_steps.py`` (issue 7 and
-docs/benchmarks.md say what each measures); worker processes run
+The workloads are ``workloads/w1_add.py`` ... ``w6_steps.py`` (docs/benchmarks.md
+says what each measures); worker processes run
 ``child.py``. Every run first measures the raw-SQLite baseline (``baseline.py``) on the same
 disk at the same ``synchronous`` setting, and every figure is reported with
 its ratio to that baseline (or to the figure it must keep up with). The JSON
@@ -140,7 +140,7 @@ def write_results(document: dict[str, Any], markdown: list[str], folder: str) ->
 # Main
 
 def parse(argv: Optional[list[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="tinystore's benchmark suite (issue 7)")
+    parser = argparse.ArgumentParser(description="tinystore's benchmark suite")
     parser.add_argument("--small", action="store_true", help="shrink every size: the whole run in seconds")
     parser.add_argument("--only", default=",".join(DEFAULT),
                         help=f"comma-separated workloads: {','.join(DEFAULT)}, and {','.join(OPTIONAL)} (not default)")

@@ -1,4 +1,4 @@
-"""Watch benchmark (issue 5): a thousand watchers on one store.
+"""Watch benchmark: a thousand watchers on one store.
 
     python benchmarks/watch.py [--small] [--watchers N] [--rounds R] [--idle SECONDS]
                                [--durability full|normal|off] [--threads]

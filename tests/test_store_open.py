@@ -1,4 +1,4 @@
-"""Opening a store file (issue 2): what open does to a file, what it refuses, queue options, threads.
+"""Opening a store file: what open does to a file, what it refuses, queue options, threads.
 
 Every test works on a real file in a temporary folder. The application's
 own database is made with the sqlite3 module, as an application would.

@@ -1,4 +1,4 @@
-"""One module per workload of issue 7; each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
+"""One module per workload (W1-W6); each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
 
 from . import w1_add, w2_drain, w3_latency, w4_flat, w5_recovery, w6_steps
 

@@ -1,4 +1,4 @@
-"""Contract tests of the core (issue 2): DUR-01..03, JOB-01, JOB-03..05, JOB-07..09, LIM-04.
+"""Contract tests of the core: DUR-01..03, JOB-01, JOB-03..05, JOB-07..09, LIM-04.
 
 Each test is named after the contract it shows, as a sentence. They run on
 real store files; crashes are real child processes killed with SIGKILL; time
