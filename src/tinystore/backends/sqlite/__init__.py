@@ -372,32 +372,34 @@ def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -
     """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10)."""
     first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
     rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
-    # Most batches take no id that is already kept: insert them with one statement.
-    conn.execute("SAVEPOINT add_new")
-    if conn.executemany(Q.job_insert_new, rows).rowcount == len(rows):
-        conn.execute("RELEASE add_new")
-        added = [(JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None), True)
-                 for seq, queue, id, payload, grp, at in rows]
+    # One statement for the batch: a row whose id is taken is skipped, and looked at below.
+    inserted = conn.executemany(Q.job_insert, rows).rowcount
+    if inserted == len(rows):
+        added = [(_new_row(row), True) for row in rows]
     else:
-        conn.execute("ROLLBACK TO add_new")
-        conn.execute("RELEASE add_new")
-        added = [_add_one(conn, row, now) for row in rows]
+        present = {r[0] for r in conn.execute(Q.jobs_by_seqs, (json.dumps([row[0] for row in rows]),))}
+        added = [(_new_row(row), True) if row[0] in present else _add_taken(conn, row, now) for row in rows]
     grouped = [{"queue": queue, "grp": r.grp, "at": r.at, "seq": r.seq} for r, new in added if new and r.grp]
     if grouped:
         conn.executemany(Q.group_add, grouped)
     return added
 
 
-def _add_one(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
+def _new_row(row: tuple) -> JobRow:
     seq, queue, id, payload, grp, at = row
-    if conn.execute(Q.job_insert, row).fetchone() is None:
-        existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
-        if existing.expires is None or existing.expires > now:
-            return existing, False
-        conn.execute(Q.steps_delete, (existing.seq,))  # past keep or dedupe: the id is free (JOB-11)
-        conn.execute(Q.job_delete, (existing.seq,))
-        conn.execute(Q.job_insert, row)
-    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None), True
+    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None)
+
+
+def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
+    """A job whose id a kept job has: that job, or, where it is past keep or dedupe, the new one (JOB-11)."""
+    _, queue, id, *_ = row
+    existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
+    if existing.expires is None or existing.expires > now:
+        return existing, False
+    conn.execute(Q.steps_delete, (existing.seq,))
+    conn.execute(Q.job_delete, (existing.seq,))
+    conn.execute(Q.job_insert, row)
+    return _new_row(row), True
 
 
 def _statements(script: str) -> list[str]:

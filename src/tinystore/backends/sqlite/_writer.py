@@ -101,20 +101,24 @@ class Writer:
         conn = self._conn
         outcomes = []
         changes = conn.total_changes
+        # Alone in its transaction, an operation needs no savepoint: its error rolls the transaction back.
+        alone = len(batch) == 1
         try:
             begin_immediate(conn)
             for fn, args, future in batch:
                 if not future.set_running_or_notify_cancel():
                     continue
-                conn.execute("SAVEPOINT operation")
+                if not alone:
+                    conn.execute("SAVEPOINT operation")
                 try:
                     outcomes.append((future, fn(conn, *args), None))
-                    conn.execute("RELEASE operation")
                 except Exception as exc:  # one operation's error is its caller's, not the batch's
-                    conn.execute("ROLLBACK TO operation")
-                    conn.execute("RELEASE operation")
+                    conn.execute("ROLLBACK" if alone else "ROLLBACK TO operation")
                     outcomes.append((future, None, exc))
-            conn.execute("COMMIT")
+                if not alone:
+                    conn.execute("RELEASE operation")
+            if conn.in_transaction:
+                conn.execute("COMMIT")
         except Exception as exc:
             log.error("a write transaction failed: %s", exc)
             if conn.in_transaction:

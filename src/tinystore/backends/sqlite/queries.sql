@@ -19,18 +19,11 @@ SELECT name, options FROM tinystore_queues ORDER BY name;
 -- Reserve seqs for a batch of adds; returns the last one reserved.
 UPDATE tinystore_sequence SET last = last + ? WHERE id = 1 RETURNING last;
 
--- name: job_insert_new
--- Add a job under a reserved seq; run for a whole batch at once, while no id in it is taken.
+-- name: job_insert
+-- Add a job under a reserved seq, unless its id names one already (then nothing changes).
 INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at)
 VALUES (?, ?, ?, ?, ?, 'queued', ?)
 ON CONFLICT (queue, id) DO NOTHING;
-
--- name: job_insert
--- Add a job under a reserved seq, unless its id names one already; returns its seq when added.
-INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at)
-VALUES (?, ?, ?, ?, ?, 'queued', ?)
-ON CONFLICT (queue, id) DO NOTHING
-RETURNING seq;
 
 -- name: job_by_id
 -- A job by its id.
