@@ -3,8 +3,8 @@
 One event loop serves every queue of a worker. Per queue, a ``QueueRunner``
 keeps one claim cycle in flight at a time; a cycle settles the attempts that
 finished since the last one and claims for the free slots in the same
-transaction. ``async def`` handlers run on the loop; ``def`` handlers in a
-thread pool. Between cycles a runner sleeps until a handler finishes, the
+transaction. ``async def`` handlers run on the loop; ``def`` handlers in
+the worker's handler threads. Between cycles a runner sleeps until a handler finishes, the
 store changes, or the next job is due.
 """
 
@@ -14,11 +14,11 @@ import asyncio
 import json
 import logging
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._run import AsyncRun, Run
 from ._settle import LOST_LEASE, Errored, Requeue, decide
+from ._threads import HandlerThreads
 from .backends._base import Claimed, Settlement
 
 if TYPE_CHECKING:
@@ -116,9 +116,12 @@ class QueueRunner:
 
     def _start(self, c: Claimed) -> None:
         q = self.queue
-        run_type = AsyncRun if self.is_async else Run
-        run = run_type(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
-        task = asyncio.ensure_future(self._run(c, run))
+        if self.is_async:
+            run: Any = AsyncRun(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            task: Any = asyncio.ensure_future(self._run(c, run))
+        else:
+            run = Run(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
         self.running[c.seq] = (task, run)
         self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
 
@@ -130,16 +133,22 @@ class QueueRunner:
                 self.timed_out.add((seq, attempt))
                 task.cancel()
 
-    async def _run(self, c: Claimed, run: Any) -> None:
-        q, clock, loop = self.queue, self.store.clock, asyncio.get_running_loop()
-        answer: Any = None
+    async def _run(self, c: Claimed, run: AsyncRun) -> None:
         try:
-            payload = json.loads(c.payload)
-            if self.is_async:
-                answer = await self.handler(payload, run)
-            else:
-                answer = await loop.run_in_executor(self.worker.pool, self.handler, payload, run)
-        except asyncio.CancelledError:
+            answer = await self.handler(json.loads(c.payload), run)
+        except BaseException as exc:  # cancellation too: _ended tells what each means
+            self._ended(c, run, None, exc)
+        else:
+            self._ended(c, run, answer, None)
+
+    def _call(self, c: Claimed, run: Run) -> Any:
+        """A ``def`` handler's call, in a handler thread."""
+        return self.handler(json.loads(c.payload), run)
+
+    def _ended(self, c: Claimed, run: Any, answer: Any, exc: Optional[BaseException]) -> None:
+        """An attempt's handler returned ``answer`` or raised ``exc`` (or was cancelled): settle it."""
+        q = self.queue
+        if isinstance(exc, asyncio.CancelledError):
             if run.cancelled:
                 answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone
             elif (c.seq, c.attempt) in self.timed_out:
@@ -148,16 +157,17 @@ class QueueRunner:
                             extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
             else:
                 answer = _LOST  # stopped past the grace period: the next attempt takes over
-        except Exception as exc:
+        elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
             log.warning("%s/%s attempt %d failed: %s: %s", q.name, c.id, c.attempt, type(exc).__name__, exc,
                         extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
-        finally:
-            self.timed_out.discard((c.seq, c.attempt))
-            self.running.pop(c.seq, None)
-            self.store._active.pop(c.seq, None)
+        self.timed_out.discard((c.seq, c.attempt))
+        self.running.pop(c.seq, None)
+        self.store._active.pop(c.seq, None)
+        if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
+            raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT and not run.cancelled:  # a cancelled attempt's answer settles nothing
-            now = clock.now()
+            now = self.store.clock.now()
             decision = Requeue(now, LOST_LEASE) if answer is _LOST else decide(answer, c.attempt, q.options, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
         self.poke.set()
@@ -175,8 +185,7 @@ class Worker:
         self.grace = grace
         self.stopping = asyncio.Event()
         self.runners = [QueueRunner(self, q, workers) for q in queues]
-        sync_slots = sum(r.slots for r in self.runners if not r.is_async)
-        self.pool = ThreadPoolExecutor(max_workers=max(1, sync_slots), thread_name_prefix="tinystore-handler")
+        self.threads = HandlerThreads(sum(r.slots for r in self.runners if not r.is_async))
 
     def _listen(self) -> Callable[[bool], None]:
         loop = asyncio.get_running_loop()
@@ -238,7 +247,7 @@ class Worker:
             self.store._notifier.unsubscribe(listener)
             for t in serving:
                 t.cancel()
-            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.threads.shutdown(wait=False)
 
     async def run_until_idle(self) -> None:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
@@ -252,7 +261,7 @@ class Worker:
         finally:
             renewer.cancel()
             self.store._notifier.unsubscribe(listener)
-            self.pool.shutdown(wait=True)
+            self.threads.shutdown(wait=True)
 
     def stop(self) -> None:
         """Stop claiming; handlers finish within the grace period. Call on the worker's loop."""

@@ -1,0 +1,94 @@
+"""The threads that run ``def`` handlers for a worker's event loop.
+
+Each thread takes the next call from one queue. Finished calls go back to
+the loop in batches: a single wake-up of the loop hands over every call that
+finished meanwhile, rather than a future and a wake-up per job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections import deque
+from typing import Any, Callable, Optional
+
+OnEnd = Callable[[Any, Optional[BaseException]], None]  # (what the call returned, what it raised)
+
+
+class Call:
+    """A call handed to the threads. ``cancel()`` ends it for the loop at once; its thread runs on."""
+
+    __slots__ = ("fn", "args", "on_end", "ended")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, on_end: OnEnd):
+        self.fn = fn
+        self.args = args
+        self.on_end = on_end
+        self.ended = False
+
+    def cancel(self) -> None:
+        self.end(None, asyncio.CancelledError())
+
+    def end(self, answer: Any, exc: Optional[BaseException]) -> None:
+        if not self.ended:
+            self.ended = True
+            self.on_end(answer, exc)
+
+
+class HandlerThreads:
+    """``size`` threads, started at the first call; ``on_end`` of each call runs on the caller's loop."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._calls: "queue.SimpleQueue[Optional[Call]]" = queue.SimpleQueue()
+        self._finished: deque = deque()
+        self._lock = threading.Lock()
+        self._waking = False  # a hand-over is scheduled on the loop and has not begun
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._threads: list[threading.Thread] = []
+
+    def call(self, fn: Callable[..., Any], args: tuple, on_end: OnEnd) -> Call:
+        """Run ``fn(*args)`` in a thread; ``on_end`` gets its outcome on this loop. Call on the loop."""
+        if not self._threads:
+            self._loop = asyncio.get_running_loop()
+            self._threads = [threading.Thread(target=self._work, name=f"tinystore-handler-{n}", daemon=True)
+                             for n in range(self._size)]
+            for t in self._threads:
+                t.start()
+        c = Call(fn, args, on_end)
+        self._calls.put(c)
+        return c
+
+    def shutdown(self, wait: bool) -> None:
+        """Let each thread end after its current call; with ``wait``, until they have."""
+        for _ in self._threads:
+            self._calls.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+    def _work(self) -> None:
+        while True:
+            c = self._calls.get()
+            if c is None:
+                return
+            try:
+                answer, exc = c.fn(*c.args), None
+            except BaseException as raised:  # the loop decides what it means, as for an async handler
+                answer, exc = None, raised
+            self._finished.append((c, answer, exc))
+            with self._lock:
+                wake, self._waking = not self._waking, True
+            if wake:
+                try:
+                    self._loop.call_soon_threadsafe(self._hand_over)
+                except RuntimeError:  # the loop is closed: nobody waits for the outcome
+                    return
+
+    def _hand_over(self) -> None:
+        with self._lock:
+            self._waking = False
+        while self._finished:
+            c, answer, exc = self._finished.popleft()
+            c.end(answer, exc)
