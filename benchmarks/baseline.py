@@ -10,7 +10,9 @@ rows per transaction. A job's life is its three phases:
 - ``life_single``: jobs/s when each insert, update and delete commits on its own
   (three commits per job);
 - ``life_batched``: jobs/s at 100 rows per transaction (three commits per 100 jobs);
-- ``commit_ms``: one insert's transaction, the cost of one commit.
+- ``commit_ms``: one insert's transaction, the cost of one commit (back to back);
+- ``commit_paced_ms``: the same, median of commits made one every 20 ms, as W3
+  adds its jobs: a commit after an idle pause costs more than one of a stream.
 
 Run alone: ``python benchmarks/baseline.py [--durability full] [--rows 2000]``.
 """
@@ -86,10 +88,28 @@ def measure(path: str, synchronous: str, rows: int, per: int) -> dict[str, float
             "delete_per_s": rows / t_delete, "life_per_s": rows / (t_insert + t_update + t_delete)}
 
 
-def run(workdir: str, synchronous: str, single_rows: int, batched_rows: int) -> dict[str, Any]:
+def paced_commit_ms(path: str, synchronous: str, commits: int, interval: float) -> float:
+    """The median time of one insert's transaction, made one every ``interval`` seconds."""
+    conn = _connect(path, synchronous)
+    times = []
+    try:
+        for n in range(commits):
+            row = (f"paced-{n}", json.dumps(payload(n), separators=(",", ":")), time.time())
+            began = time.perf_counter()
+            _phase(conn, INSERT, [row], 1)
+            times.append(time.perf_counter() - began)
+            time.sleep(interval)
+    finally:
+        conn.close()
+    return 1000.0 * sorted(times)[len(times) // 2]
+
+
+def run(workdir: str, synchronous: str, single_rows: int, batched_rows: int, paced: int = 100,
+        interval: float = 0.020) -> dict[str, Any]:
     path = os.path.join(workdir, "baseline.db")
     single = measure(path, synchronous, single_rows, 1)
     batched = measure(path, synchronous, batched_rows, 100)
+    paced_ms = paced_commit_ms(path, synchronous, paced, interval)
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
@@ -102,6 +122,7 @@ def run(workdir: str, synchronous: str, single_rows: int, batched_rows: int) -> 
         "insert_batched": batched["insert_per_s"],
         "life_batched": batched["life_per_s"],
         "commit_ms": 1000.0 / single["insert_per_s"],
+        "commit_paced_ms": paced_ms,
     }
 
 

@@ -35,7 +35,7 @@ def payload(n: int) -> dict[str, Any]:
 # Sizes
 
 FULL = {
-    "baseline_single": 2_000, "baseline_batched": 20_000,
+    "baseline_single": 2_000, "baseline_batched": 20_000, "baseline_paced": 100,
     "w1_adds": 10_000, "w1_threads": [8, 32], "w1_batch": 100,
     "w2_jobs": [10_000, 100_000],
     "w3_jobs": 200, "w3_interval": 0.020, "w3_due": 10, "w3_due_ahead": 0.100,
@@ -44,7 +44,7 @@ FULL = {
     "w6_jobs": 10_000, "w6_steps": 3,
 }
 SMALL = {  # every workload runs, each in a second or two: proves the suite works, measures little
-    "baseline_single": 100, "baseline_batched": 1_000,
+    "baseline_single": 100, "baseline_batched": 1_000, "baseline_paced": 5,
     "w1_adds": 200, "w1_threads": [8, 32], "w1_batch": 100,
     "w2_jobs": [500],
     "w3_jobs": 10, "w3_interval": 0.020, "w3_due": 2, "w3_due_ahead": 0.050,

@@ -108,18 +108,21 @@ def other_process(ctx: Context) -> tuple[list, list]:
 
 def _rows(where: str, latencies: list, late: list, ctx: Context) -> list[Row]:
     ms = [s * 1000 for s in latencies]
-    commit = ctx.baseline["commit_ms"]
+    # Jobs come one every 20 ms, so the add's commit, and the claim's, each come after an idle
+    # pause: "one commit" is the raw commit made at the same pace (baseline.py, commit_paced_ms).
+    commit = ctx.baseline["commit_paced_ms"]
     if where == "same process":
-        targets = {50: (commit + 1, f"<= one commit + 1 ms ({commit + 1:.2f})"), 99: (5, "<= 5 ms")}
+        targets = {50: (commit + 1, f"<= one paced commit + 1 ms ({commit + 1:.2f})"), 99: (5, "<= 5 ms")}
     else:
         targets = {50: (5, "<= 5 ms"), 99: (20, "<= 20 ms")}
     rows = []
     for p in (50, 90, 99):
         value = percentile(ms, p)
         limit, words = targets.get(p, (None, ""))
-        rows.append(Row("W3", f"add->start p{p}, {where}", value, "ms", value / commit, "one raw commit",
+        rows.append(Row("W3", f"add->start p{p}, {where}", value, "ms", value / commit, "one paced raw commit",
                         words, None if limit is None else value <= limit,
-                        {"jobs": len(ms), "max_ms": max(ms), "mean_ms": sum(ms) / len(ms)}))
+                        {"jobs": len(ms), "max_ms": max(ms), "mean_ms": sum(ms) / len(ms),
+                         "vs_back_to_back_commit": value / ctx.baseline["commit_ms"]}))
     late_ms = [s * 1000 for s in late]
     rows.append(Row("W3", f"due job, late by (median), {where}", percentile(late_ms, 50), "ms", None, "", "", None,
                     {"jobs": len(late_ms), "max_ms": max(late_ms), "all_ms": late_ms}))

@@ -42,10 +42,14 @@ class Notifier:
             listener(external)
 
     def committed_here(self) -> None:
-        """A commit of this process: tell everyone now, and absorb the change the poll would see."""
+        """A commit of this process: tell everyone now, then absorb the change the poll would see.
+
+        Told first, since a waiting worker is on the path from add to start; a
+        poll that sees the change in between only wakes them once more.
+        """
         if self._listeners:
-            self._changed()
             self.fire()
+            self._changed()
 
     def close(self) -> None:
         self._closed.set()

@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import json
 import logging
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, Callable, Optional
 
@@ -21,6 +22,17 @@ from ._errors import Conflict, InvalidArgument
 from ._values import MAX_PROGRESS, check_text_id, encode_json, from_timestamp
 
 log = logging.getLogger("tinystore.worker")
+
+
+async def written(future: Future) -> Any:
+    """The result of a write handed to the store's writer, on the event loop.
+
+    The writer runs an operation on the caller's thread when its lock is
+    free: then the result is there at once, without a round through the loop.
+    """
+    if future.done():
+        return future.result()
+    return await asyncio.wrap_future(future)
 
 
 class _Attempt:
@@ -139,7 +151,7 @@ class AsyncRun(_Attempt):
         if inspect.isawaitable(answer):
             answer = await answer
         text = self._encode(name, answer)
-        if not await asyncio.wrap_future(self._backend.keep_step(self._seq, self.attempt, name, text)):
+        if not await written(self._backend.keep_step(self._seq, self.attempt, name, text)):
             raise self._lost(f"step {name!r}")
         return json.loads(text)
 

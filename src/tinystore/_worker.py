@@ -16,7 +16,7 @@ import logging
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._run import AsyncRun, Run
+from ._run import AsyncRun, Run, written
 from ._settle import LOST_LEASE, Errored, Requeue, decide
 from ._threads import HandlerThreads
 from .backends._base import Claimed, Settlement
@@ -102,7 +102,7 @@ class QueueRunner:
     async def _cycle(self, want: int) -> list[Claimed]:
         settlements, self.settled = self.settled, []
         q = self.queue
-        cycle = await asyncio.wrap_future(  # the clock is read inside the claim's transaction (LIM-03)
+        cycle = await written(  # the clock is read inside the claim's transaction (LIM-03)
             self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want, self.store.clock.now))
         for s in cycle.stale:
             log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended",
@@ -112,7 +112,7 @@ class QueueRunner:
 
     async def _give_back(self, claimed: list[Claimed]) -> None:
         q = self.queue
-        await asyncio.wrap_future(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now()))
+        await written(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now()))
 
     def _start(self, c: Claimed) -> None:
         q = self.queue
@@ -221,7 +221,7 @@ class Worker:
                 r.queue.reload()
                 if r.running:
                     expires = clock.now() + r.queue.options.lease
-                    await asyncio.wrap_future(self.store._backend.renew(r.queue.name, self.store._owner, expires))
+                    await written(self.store._backend.renew(r.queue.name, self.store._owner, expires))
             self._check_leases()  # a cancel another process made is heard here at the latest
 
     async def serve(self) -> None:
