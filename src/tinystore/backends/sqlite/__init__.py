@@ -22,7 +22,7 @@ from ..._options import QueueOptions
 from ..._settle import Requeue
 from ..._transaction import Transaction
 from .._base import Backend, Cycle, JobRow, NewJob, Settlement
-from . import _claim, _groups, _leases, _liveness
+from . import _claim, _groups, _jobs, _leases, _liveness
 from ._connection import begin_immediate, check_file, connect, corrupt, is_busy
 from ._sql import MIGRATIONS, Q
 from ._writer import Writer
@@ -178,9 +178,9 @@ class SQLiteBackend(Backend):
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
         if tx is not None:
             future: Future = Future()
-            future.set_result(_add(tx, queue, jobs, now))
+            future.set_result(_jobs.add(tx, queue, jobs, now))
             return future
-        return self.submit(_add, queue, jobs, now)
+        return self.submit(_jobs.add, queue, jobs, now)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._read() as conn:
@@ -215,8 +215,7 @@ class SQLiteBackend(Backend):
                 return None
             job = JobRow(*row)
             conn.execute(Q.lease_drop, (job.seq,))
-            conn.execute(Q.steps_delete, (job.seq,))
-            conn.execute(Q.job_delete, (job.seq,))
+            _jobs.remove(conn, [job.seq])
             conn.execute(Q.cancelled_mark, (job.seq, now))
             if job.grp is not None:
                 _groups.recompute(conn, queue, job.grp, opts, now)
@@ -342,7 +341,7 @@ class SQLiteBackend(Backend):
                  progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
         def op(conn: sqlite3.Connection) -> int:
             seqs = [s for (s,) in conn.execute(Q.expired_jobs, (now, batch)).fetchall()]
-            conn.executemany(Q.steps_delete, [(s,) for s in seqs])
+            _jobs.remove(conn, seqs)
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
@@ -366,40 +365,6 @@ class SQLiteBackend(Backend):
             version = self._read_data_version()
             changed, self._data_version = version != self._data_version, version
         return changed
-
-
-def _add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
-    """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10)."""
-    first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
-    rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
-    # One statement for the batch: a row whose id is taken is skipped, and looked at below.
-    inserted = conn.executemany(Q.job_insert, rows).rowcount
-    if inserted == len(rows):
-        added = [(_new_row(row), True) for row in rows]
-    else:
-        present = {r[0] for r in conn.execute(Q.jobs_by_seqs, (json.dumps([row[0] for row in rows]),))}
-        added = [(_new_row(row), True) if row[0] in present else _add_taken(conn, row, now) for row in rows]
-    grouped = [{"queue": queue, "grp": r.grp, "at": r.at, "seq": r.seq} for r, new in added if new and r.grp]
-    if grouped:
-        conn.executemany(Q.group_add, grouped)
-    return added
-
-
-def _new_row(row: tuple) -> JobRow:
-    seq, queue, id, payload, grp, at = row
-    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None)
-
-
-def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
-    """A job whose id a kept job has: that job, or, where it is past keep or dedupe, the new one (JOB-11)."""
-    _, queue, id, *_ = row
-    existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
-    if existing.expires is None or existing.expires > now:
-        return existing, False
-    conn.execute(Q.steps_delete, (existing.seq,))
-    conn.execute(Q.job_delete, (existing.seq,))
-    conn.execute(Q.job_insert, row)
-    return _new_row(row), True
 
 
 def _statements(script: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from ..._options import QueueOptions
 from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost
 from .._base import Settlement
-from . import _groups
+from . import _groups, _jobs
 from ._sql import Q
 
 
@@ -32,9 +32,7 @@ def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements
     live = [s for s in settlements if s.seq in ended]
     gone = [s.seq for s in live if s.grp is None and s.decision == Done(None)]
     if gone:
-        seqs = json.dumps(gone)
-        conn.execute(Q.steps_delete_many, (seqs,))
-        conn.execute(Q.jobs_delete_many, (seqs,))
+        _jobs.remove(conn, gone)
     for s in live:
         if s.grp is not None or s.decision != Done(None):
             apply(conn, queue, opts, s.seq, s.grp, s.decision)
@@ -50,10 +48,10 @@ def apply(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int, gr
     """Apply a decision to a job whose lease has just ended."""
     requeued = None
     if isinstance(decision, Done):
-        conn.execute(Q.steps_delete, (seq,))
         if decision.expires is None:
-            conn.execute(Q.job_delete, (seq,))
+            _jobs.remove(conn, [seq])
         else:
+            conn.execute(Q.steps_delete, (seq,))
             conn.execute(Q.job_done, (decision.expires, seq))
     elif isinstance(decision, Failed):
         conn.execute(Q.job_fail, (decision.error, decision.expires, seq))

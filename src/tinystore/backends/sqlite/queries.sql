@@ -15,9 +15,15 @@ ON CONFLICT (name) DO UPDATE SET options = excluded.options;
 -- Every queue the store knows.
 SELECT name, options FROM tinystore_queues ORDER BY name;
 
--- name: seqs_reserve
--- Reserve seqs for a batch of adds; returns the last one reserved.
-UPDATE tinystore_sequence SET last = last + ? WHERE id = 1 RETURNING last;
+-- name: seq_next
+-- The seq of the next job added: above every job kept, and above every job that left (the floor).
+SELECT max(coalesce((SELECT max(seq) FROM tinystore_jobs), 0), (SELECT last FROM tinystore_sequence WHERE id = 1)) + 1;
+
+-- name: sequence_floor
+-- Jobs up to seq :seq left: where no job above it is kept, the next seqs must still start above it.
+-- (Where one is kept, its own seq holds them above, and its leaving will raise the floor.)
+UPDATE tinystore_sequence SET last = :seq
+WHERE id = 1 AND last < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE seq > :seq);
 
 -- name: job_insert
 -- Add a job under a reserved seq, unless its id names one already (then nothing changes).
@@ -40,12 +46,8 @@ FROM tinystore_jobs WHERE seq = ?;
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
 FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
--- name: job_delete
--- A job leaves the queue, with its steps.
-DELETE FROM tinystore_jobs WHERE seq = ?;
-
 -- name: steps_delete
--- The steps of a job that left the queue.
+-- The steps of a job that is done: a later attempt will never ask for them.
 DELETE FROM tinystore_steps WHERE job = ?;
 
 -- name: ahead_ungrouped
@@ -123,7 +125,7 @@ WHERE job IN (SELECT value ->> 0 FROM json_each(?1))
 RETURNING job;
 
 -- name: jobs_delete_many
--- Done jobs leave the queue (a JSON array of seqs).
+-- Jobs leave the queue (a JSON array of seqs).
 DELETE FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
 -- name: steps_delete_many
@@ -283,9 +285,7 @@ DELETE FROM tinystore_processes WHERE id = ?;
 
 -- name: expired_jobs
 -- Done and failed jobs past their time, a batch at a time.
-DELETE FROM tinystore_jobs WHERE seq IN (
-    SELECT seq FROM tinystore_jobs WHERE expires <= ? LIMIT ?
-) RETURNING seq;
+SELECT seq FROM tinystore_jobs WHERE expires <= ? LIMIT ?;
 
 -- name: cancelled_prune
 -- Cancellation marks no watcher needs any more.

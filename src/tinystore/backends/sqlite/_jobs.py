@@ -1,0 +1,56 @@
+"""Job rows coming and going: adds (seqs handed out once, ids kept once) and removals."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from .._base import JobRow, NewJob
+from ._sql import Q
+
+
+def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
+    """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10).
+
+    Seqs are read, not reserved: the transaction holds the write lock once it
+    inserts, so no other can hand out the same ones; an add writes no counter.
+    """
+    first = conn.execute(Q.seq_next).fetchone()[0]
+    rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
+    # One statement for the batch: a row whose id is taken is skipped, and looked at below.
+    inserted = conn.executemany(Q.job_insert, rows).rowcount
+    if inserted == len(rows):
+        added = [(_new_row(row), True) for row in rows]
+    else:
+        present = {r[0] for r in conn.execute(Q.jobs_by_seqs, (json.dumps([row[0] for row in rows]),))}
+        added = [(_new_row(row), True) if row[0] in present else _add_taken(conn, row, now) for row in rows]
+    grouped = [{"queue": queue, "grp": r.grp, "at": r.at, "seq": r.seq} for r, new in added if new and r.grp]
+    if grouped:
+        conn.executemany(Q.group_add, grouped)
+    return added
+
+
+def remove(conn: sqlite3.Connection, seqs: list[int]) -> None:
+    """Jobs leave the queue with their steps; the floor keeps their seqs from being handed out again."""
+    if not seqs:
+        return
+    listed = json.dumps(seqs)
+    conn.execute(Q.steps_delete_many, (listed,))
+    conn.execute(Q.jobs_delete_many, (listed,))
+    conn.execute(Q.sequence_floor, {"seq": max(seqs)})
+
+
+def _new_row(row: tuple) -> JobRow:
+    seq, queue, id, payload, grp, at = row
+    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None)
+
+
+def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
+    """A job whose id a kept job has: that job, or, where it is past keep or dedupe, the new one (JOB-11)."""
+    _, queue, id, *_ = row
+    existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
+    if existing.expires is None or existing.expires > now:
+        return existing, False
+    remove(conn, [existing.seq])
+    conn.execute(Q.job_insert, row)
+    return _new_row(row), True
