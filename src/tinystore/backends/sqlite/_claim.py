@@ -12,7 +12,8 @@ import heapq
 import itertools
 import math
 import sqlite3
-from typing import Iterator, Optional
+from collections import Counter
+from typing import Iterable, Optional
 
 from ..._options import QueueOptions
 from .._base import Claimed
@@ -30,13 +31,13 @@ def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
     if want <= 0:
         return [], slides
     _wake_groups(conn, queue, opts, now)
-    picked = _pick(conn, queue, opts, want, now)
-    if not picked:
-        return [], None
-    rows = conn.execute(Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall()
-    conn.execute(Q.lease_insert, (owner, now + opts.lease, _groups.seqs_json(r[0] for r in rows)))
-    claimed = sorted((Claimed(*r) for r in rows), key=lambda c: (c.at, c.seq))
-    _record_starts(conn, queue, opts, claimed, now)
+    picked, read = _pick(conn, queue, opts, want, now)
+    claimed = _take(conn, owner, now + opts.lease, picked)
+    taken = Counter(c.grp for c in claimed if c.grp is not None)
+    if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
+        _groups.update(conn, queue, opts, {grp: taken[grp] for grp in read})
+    if claimed:
+        _record_starts(conn, queue, opts, claimed, taken, now)
     return claimed, None
 
 
@@ -76,52 +77,54 @@ def _wake_groups(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: 
         _groups.wake(conn, queue, grp, opts, now)
 
 
-def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int, now: float) -> list[tuple]:
-    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups.
+def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int,
+          now: float) -> tuple[list[tuple], list[str]]:
+    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups;
+    and the groups with room that were read.
 
-    Only groups marked ready are read, in the order of their first due job,
-    so the jobs waiting behind a full group are never scanned.
+    Only groups marked ready are read, in the order of their first due job (their head), so the
+    jobs waiting behind a full group are never scanned. A group that may start one job more starts
+    its head, read with it; only a group with more room reads its due jobs.
     """
-    streams: list[Iterator[tuple]] = [conn.execute(Q.due_ungrouped, (queue, now, want))]
-    empty: list[str] = []
-    for grp, running in conn.execute(Q.groups_ready, (queue, now, want)).fetchall():
+    streams: list[Iterable[tuple]] = [conn.execute(Q.due_ungrouped, (queue, now, want))]
+    heads: list[tuple] = []
+    read: list[str] = []
+    for grp, running, head_at, head_seq in conn.execute(Q.groups_ready, (queue, now, want)).fetchall():
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
         window, slides = _groups.window_room(conn, queue, grp, opts, now)
         if room <= 0 or window <= 0:  # full under the limits kept now, or its window is used up: set aside
             _groups.set_aside(conn, queue, grp, opts, slides if window <= 0 else None)
             continue
-        cursor = conn.execute(Q.due_in_group, (queue, grp, now, min(room, window, want)))
-        streams.append(_noting_empty(cursor, grp, empty))
-    picked = list(itertools.islice(heapq.merge(*streams), want))
-    for grp in empty:  # marked ready with a due head, yet nothing due: rebuild it rather than look again and again
-        _groups.recompute(conn, queue, grp, opts, now)
-    return picked
+        read.append(grp)
+        if min(room, window) == 1:
+            heads.append((head_at, head_seq, grp))
+        else:
+            streams.append(conn.execute(Q.due_in_group, (queue, grp, now, min(room, window, want))))
+    streams.append(heads)  # in start order, as the groups were read
+    return list(itertools.islice(heapq.merge(*streams), want)), read
 
 
-def _noting_empty(rows: Iterator[tuple], grp: str, empty: list[str]) -> Iterator[tuple]:
-    found = False
-    for row in rows:
-        found = True
-        yield row
-    if not found:
-        empty.append(grp)
+def _take(conn: sqlite3.Connection, owner: int, expires: float, picked: list[tuple]) -> list[Claimed]:
+    """Take the picked jobs still queued, each under a lease; in start order."""
+    if not picked:
+        return []
+    rows = conn.execute(Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall()
+    conn.execute(Q.lease_insert, (owner, expires, _groups.seqs_json(r[0] for r in rows)))
+    return sorted((Claimed(*r) for r in rows), key=lambda c: (c.at, c.seq))
 
 
-def _record_starts(conn: sqlite3.Connection, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float) -> None:
-    """Count the starts for the rate windows and move each group's head past what was taken."""
+def _record_starts(conn: sqlite3.Connection, queue: str, opts: QueueOptions, claimed: list[Claimed],
+                   taken: Counter[str], now: float) -> None:
+    """Count the starts for the rate windows; a group whose window they filled is set aside until it slides."""
     if opts.rate is not None or opts.group_rate is not None:
         conn.executemany(Q.start_insert, [(queue, c.grp, now) for c in claimed])
         longest = max(p for _, p in filter(None, (opts.rate, opts.group_rate)))
         conn.execute(Q.starts_prune, (queue, now - longest))
-    taken: dict[str, int] = {}
-    for c in claimed:
-        if c.grp is not None:
-            taken[c.grp] = taken.get(c.grp, 0) + 1
-    for grp, count in taken.items():
-        running = conn.execute(Q.group_get, (queue, grp)).fetchone()[0] + count
-        head = conn.execute(Q.head_of_group, (queue, grp)).fetchone()
-        window, slides = _groups.window_room(conn, queue, grp, opts, now)
-        _groups.save(conn, queue, grp, opts, running, *(head or (None, None)), slides if window <= 0 else None)
+    if opts.group_rate is not None:
+        for grp in taken:
+            window, slides = _groups.window_room(conn, queue, grp, opts, now)
+            if window <= 0:
+                _groups.set_aside(conn, queue, grp, opts, slides)
     minute = int(now // 60)
     conn.execute(Q.count_add, (queue, minute, len(claimed), 0, 0))
 

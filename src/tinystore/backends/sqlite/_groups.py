@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
 from typing import Optional
@@ -48,17 +49,23 @@ def window_room(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptio
     return count - used, (oldest + period if oldest is not None else None)
 
 
-def release(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions,
-            requeued: Optional[tuple[float, int]]) -> None:
-    """One of the group's jobs stopped running; ``requeued`` is its (at, seq) if it waits again."""
-    row = conn.execute(Q.group_get, (queue, grp)).fetchone()
-    if row is None:
+def update(conn: sqlite3.Connection, queue: str, opts: QueueOptions, changes: dict[str, int]) -> None:
+    """Groups whose running count changes by ``changes[grp]``: each one's head and room are read again."""
+    conn.execute(Q.groups_update, {"queue": queue, "changes": json.dumps(list(changes.items())),
+                                   "limit": _most_running(opts)})
+
+
+def release(conn: sqlite3.Connection, queue: str, opts: QueueOptions, grps: list[str]) -> None:
+    """Jobs of these groups stopped running (a group named once per job), their outcomes already applied.
+
+    Each group's head is read again (a requeued job may be it); one left with
+    nothing queued and nothing running is dropped.
+    """
+    if not grps:
         return
-    running, head_at, head_seq, _, wake_at = row
-    running = max(0, running - 1)
-    if requeued is not None and (head_at is None or requeued < (head_at, head_seq)):
-        head_at, head_seq = requeued
-    save(conn, queue, grp, opts, running, head_at, head_seq, wake_at)
+    changes = {grp: -count for grp, count in Counter(grps).items()}
+    update(conn, queue, opts, changes)
+    conn.execute(Q.groups_drop_idle, (queue, json.dumps(list(changes))))
 
 
 def save(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions, running: int,
@@ -100,8 +107,11 @@ def recompute(conn: sqlite3.Connection, queue: str, grp: str, opts: QueueOptions
 
 def refresh(conn: sqlite3.Connection, queue: str, opts: QueueOptions) -> None:
     """Recompute which groups of a queue have room after its limits changed."""
-    limit = opts.group_concurrency if opts.group_concurrency is not None else 1 << 62
-    conn.execute(Q.groups_refresh, {"queue": queue, "limit": limit})
+    conn.execute(Q.groups_refresh, {"queue": queue, "limit": _most_running(opts)})
+
+
+def _most_running(opts: QueueOptions) -> int:
+    return opts.group_concurrency if opts.group_concurrency is not None else 1 << 62
 
 
 def seqs_json(seqs) -> str:

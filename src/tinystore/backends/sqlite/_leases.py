@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Callable, Optional
+from typing import Callable
 
 from ..._options import QueueOptions
 from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost
@@ -22,20 +22,21 @@ def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements
            now: float) -> list[Settlement]:
     """Apply each settlement whose attempt still holds its lease; return the stale ones.
 
-    The leases end, and done jobs without a group leave, with one statement
-    each for the whole batch; other outcomes are applied job by job.
+    The leases end, done jobs leave and their groups are released with one
+    statement each for the whole batch; other outcomes are applied job by job.
     """
     opts = _groups.kept(conn, queue, opts)
     tokens = json.dumps([[s.seq, s.attempt] for s in settlements])
     ended = {seq for (seq,) in conn.execute(Q.leases_end_many, (tokens,))}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
-    gone = [s.seq for s in live if s.grp is None and s.decision == Done(None)]
+    gone = [s.seq for s in live if s.decision == Done(None)]
     if gone:
         _jobs.remove(conn, gone)
     for s in live:
-        if s.grp is not None or s.decision != Done(None):
-            apply(conn, queue, opts, s.seq, s.grp, s.decision)
+        if s.decision != Done(None):
+            apply(conn, s.seq, s.decision)
+    _groups.release(conn, queue, opts, [s.grp for s in live if s.grp is not None])
     done = sum(isinstance(s.decision, Done) for s in live)
     failed = sum(isinstance(s.decision, Failed) for s in live)
     if done or failed:
@@ -43,24 +44,16 @@ def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements
     return stale
 
 
-def apply(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int, grp: Optional[str],
-          decision: Decision) -> None:
-    """Apply a decision to a job whose lease has just ended."""
-    requeued = None
+def apply(conn: sqlite3.Connection, seq: int, decision: Decision) -> None:
+    """Apply a decision that keeps the job to a job whose lease has just ended (its group is released apart)."""
     if isinstance(decision, Done):
-        if decision.expires is None:
-            _jobs.remove(conn, [seq])
-        else:
-            conn.execute(Q.steps_delete, (seq,))
-            conn.execute(Q.job_done, (decision.expires, seq))
+        conn.execute(Q.steps_delete, (seq,))
+        conn.execute(Q.job_done, (decision.expires, seq))
     elif isinstance(decision, Failed):
         conn.execute(Q.job_fail, (decision.error, decision.expires, seq))
     else:
-        row = conn.execute(Q.job_requeue, {"seq": seq, "at": decision.at, "uncount": int(decision.uncount),
-                                           "error": decision.error})
-        requeued = (decision.at, seq) if row.rowcount else None
-    if grp is not None:
-        _groups.release(conn, queue, grp, opts, requeued)
+        conn.execute(Q.job_requeue, {"seq": seq, "at": decision.at, "uncount": int(decision.uncount),
+                                     "error": decision.error})
 
 
 def end_expired(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> int:
@@ -79,7 +72,8 @@ def end_lost(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int,
         return
     row = conn.execute(Q.job_by_seq, (seq,)).fetchone()
     if row is not None:
-        apply(conn, queue, opts, seq, row[4], decide_lost(attempt, opts, now))
+        apply(conn, seq, decide_lost(attempt, opts, now))
+        _groups.release(conn, queue, opts, [row[4]] if row[4] is not None else [])
 
 
 def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], QueueOptions], now: float) -> int:

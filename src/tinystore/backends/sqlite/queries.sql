@@ -98,9 +98,9 @@ WHERE queue = ? AND state = 'queued' AND grp IS NULL
 ORDER BY at, seq LIMIT 1;
 
 -- name: take
--- Claim jobs: running, with their attempt counted now (JOB-04).
+-- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
 UPDATE tinystore_jobs SET state = 'running', attempt = attempt + 1, error = NULL, progress = NULL
-WHERE seq IN (SELECT value FROM json_each(?))
+WHERE seq IN (SELECT value FROM json_each(?)) AND state = 'queued'
 RETURNING seq, id, payload, grp, at, attempt;
 
 -- name: lease_insert
@@ -197,8 +197,8 @@ ON CONFLICT (queue, grp) DO UPDATE SET head_at = excluded.head_at, head_seq = ex
 WHERE head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (head_at, head_seq);
 
 -- name: groups_ready
--- Groups with room whose first job is due, in start order.
-SELECT grp, running FROM tinystore_groups
+-- Groups with room whose first job is due, in start order, with that job.
+SELECT grp, running, head_at, head_seq FROM tinystore_groups
 WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL AND head_at <= ?
 ORDER BY head_at, head_seq LIMIT ?;
 
@@ -215,6 +215,24 @@ WHERE queue = :queue AND grp = :grp;
 -- name: group_drop
 -- A group with nothing queued and nothing running.
 DELETE FROM tinystore_groups WHERE queue = ? AND grp = ?;
+
+-- name: groups_update
+-- Groups a claim or a settlement touched (a JSON array of [grp, change in running]): running count,
+-- head (first queued job) and room read again; materialized, so each group is found by its key.
+WITH c AS MATERIALIZED (SELECT value ->> 0 AS grp, value ->> 1 AS change FROM json_each(:changes))
+UPDATE tinystore_groups AS g
+SET running = max(0, g.running + c.change),
+    (head_at, head_seq) = (SELECT at, seq FROM tinystore_jobs
+                           WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
+                           ORDER BY at, seq LIMIT 1),
+    ready = (max(0, g.running + c.change) < :limit AND g.wake_at IS NULL)
+FROM c
+WHERE g.queue = :queue AND g.grp = c.grp;
+
+-- name: groups_drop_idle
+-- Of these groups (a JSON array), those with nothing queued and nothing running.
+DELETE FROM tinystore_groups
+WHERE queue = ? AND grp IN (SELECT value FROM json_each(?)) AND running = 0 AND head_at IS NULL;
 
 -- name: groups_woken
 -- Rate-limited groups whose window has room again.
