@@ -23,7 +23,7 @@ from ..._settle import Requeue
 from ..._transaction import Transaction
 from .._base import Backend, Cycle, JobRow, NewJob, Settlement
 from . import _claim, _groups, _jobs, _leases, _liveness
-from ._connection import begin_immediate, check_file, connect, corrupt, is_busy
+from ._connection import begin_immediate, check_file, connect, corrupt, is_busy, poll_for_the_write_lock
 from ._sql import MIGRATIONS, Q
 from ._writer import Writer
 
@@ -53,6 +53,7 @@ class SQLiteBackend(Backend):
             if is_busy(exc):
                 raise
             raise corrupt(self.path, exc) from None
+        poll_for_the_write_lock(conn)
         self._writer = Writer(conn, self._committed)
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
