@@ -88,6 +88,32 @@ def measure(path: str, synchronous: str, rows: int, per: int) -> dict[str, float
             "delete_per_s": rows / t_delete, "life_per_s": rows / (t_insert + t_update + t_delete)}
 
 
+def scattered(path: str, synchronous: str, rows: int, every: int, per: int = 200) -> float:
+    """Jobs/s of updating then deleting ``rows`` rows, one in ``every`` of the table, ``per`` a transaction.
+
+    W4's groups case: the jobs outside the hot group are one row in ten of
+    the file, so each claimed or removed job has a page of its own to write.
+    """
+    conn = _connect(path, synchronous)
+    try:
+        now = time.time()
+        conn.execute("BEGIN")
+        conn.executemany(INSERT, [(f"job-{n}", json.dumps(payload(n), separators=(",", ":")), now)
+                                  for n in range(rows * every)])
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        seqs = [(s,) for (s,) in conn.execute("SELECT seq FROM jobs ORDER BY seq")][::every]
+        began = time.perf_counter()
+        for first in range(0, rows, per):
+            for sql in (UPDATE, DELETE):
+                conn.execute("BEGIN")
+                conn.executemany(sql, seqs[first:first + per])
+                conn.execute("COMMIT")
+        return rows / (time.perf_counter() - began)
+    finally:
+        conn.close()
+
+
 def paced_commit_ms(path: str, synchronous: str, commits: int, interval: float) -> float:
     """The median time of one insert's transaction, made one every ``interval`` seconds."""
     conn = _connect(path, synchronous)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import baseline
 from common import (WEEK, Context, Row, best_of, copy_store, fill, finish, ratio, read_json, read_line, remove_store,
                     say, start_child)
 from workloads.w2_drain import drain_copy, row, template
@@ -81,6 +82,17 @@ def _rss_note(peak: float | None, w2_peak: float | None) -> tuple[str, bool | No
     return f"{peak:.1f} MiB vs W2 {w2_peak:.1f}", grown <= max(RSS_SLACK_MIB, 0.1 * w2_peak)
 
 
+def _raw_scattered(ctx: Context, jobs: int) -> Row:
+    """Raw SQLite on the groups case's layout: claim-update and delete 1 row in 10, against every row."""
+    every = round(1 / (1 - ctx.sizes["w4_hot"]))
+    path = ctx.path("w4-raw-scattered")
+    spread = baseline.scattered(path, ctx.synchronous, jobs, every)
+    packed = baseline.scattered(path, ctx.synchronous, jobs, 1)
+    remove_store(path)
+    return Row("W4", f"  raw SQLite: update + delete of 1 row in {every} vs every row, 200/txn", spread, "jobs/s",
+               ratio(spread, packed), "every row", "", None, {"every_row_per_s": packed})
+
+
 def run(ctx: Context) -> list[Row]:
     rows = []
     backlog, built = _backlog(ctx)
@@ -117,4 +129,5 @@ def run(ctx: Context) -> list[Row]:
         alone = got["hot_alone"] / got["hot_alone_seconds"]
         rows.append(Row("W4", "  then the hot group alone (gc=1: one job at a time)", alone, "jobs/s",
                         extra={"jobs": got["hot_alone"], "seconds": got["hot_alone_seconds"]}))
+        rows.append(_raw_scattered(ctx, others))
     return rows
