@@ -173,7 +173,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         ctx.baseline = baseline.run(workdir, ctx.synchronous, ctx.sizes["baseline_single"],
                                     ctx.sizes["baseline_batched"], ctx.sizes["baseline_paced"],
-                                    ctx.sizes["w3_interval"])
+                                    ctx.sizes["w3_interval"], ctx.repeat)
         header = header_lines(env, ctx.baseline, command.strip())
         for line in header:
             print(line, flush=True)
