@@ -18,9 +18,8 @@ class JobState:
     """A job as it was when it was read.
 
     ``state`` is one of scheduled, waiting, running, done, failed (and
-    cancelled, which only a watcher sees). ``payload`` is the job's JSON,
-    decoded when first read. ``at`` is when the job is or was due,
-    ``attempt`` counts the attempts so far and ``attempts`` is the limit;
+    cancelled, which only a watcher sees). ``at`` is when the job is or was
+    due, ``attempt`` counts the attempts so far and ``attempts`` is the limit;
     ``error`` is the last attempt's error; ``progress`` what the running
     handler reported; ``added`` whether ``add`` wrote this job. ``ahead``
     counts the due jobs of the queue that start before this one, read when
@@ -30,6 +29,7 @@ class JobState:
     id: str
     queue: str
     state: str
+    payload: Any
     group: Optional[str]
     at: datetime
     attempt: int
@@ -37,14 +37,7 @@ class JobState:
     error: Optional[str] = None
     progress: Any = None
     added: bool = False
-    _payload_json: str = field(default="null", repr=False)
     _ahead: Union[int, Callable[[], int], None] = field(default=0, repr=False, compare=False)
-
-    @property
-    def payload(self) -> Any:
-        if "_payload" not in self.__dict__:
-            object.__setattr__(self, "_payload", json.loads(self._payload_json))
-        return self.__dict__["_payload"]
 
     @property
     def ahead(self) -> int:
@@ -68,7 +61,7 @@ def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[],
     if state == "queued":
         state = "scheduled" if row.at > now else "waiting"
     return JobState(
-        id=row.id, queue=row.queue, state=state, _payload_json=row.payload, group=row.grp,
+        id=row.id, queue=row.queue, state=state, payload=json.loads(row.payload), group=row.grp,
         at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=row.error,
         progress=json.loads(row.progress) if row.progress is not None else None, added=added,
         _ahead=ahead if state == "waiting" else 0,
