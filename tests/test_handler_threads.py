@@ -48,3 +48,46 @@ def test_def_handlers_outcomes_are_settled_each_as_its_own(store: tinystore.Stor
     assert (got.state, got.attempt) == ("failed", 1)
     assert got.error.startswith("ValueError: bad payload") and "Traceback" in got.error
     assert (q.get(failed).state, q.get(failed).error) == ("failed", "refused")
+
+
+def wait_for_state(q: tinystore.Queue, id: str, state: str) -> None:
+    """Follow the job's changes (JOB-13) until it is in ``state``."""
+    for seen in q.watch(id):
+        if seen.state == state:
+            return
+    raise AssertionError(f"{id} ended without being {state}")
+
+
+def test_a_def_call_that_timed_out_while_waiting_for_a_thread_never_begins(store: tinystore.Store,
+                                                                            clock: Any) -> None:
+    # One thread: A blocks it past its timeout; B, claimed next, times out while waiting behind A, and
+    # fails. When A's thread is free again it must pass B over (its attempt has ended) and take C.
+    q = store.queue("slow", timeout="1s", attempts=1, keep="1h")
+    ran: list[str] = []
+    a_began, release = threading.Event(), threading.Event()
+
+    @q.work
+    def handle(payload: Any, run: tinystore.Run) -> None:
+        ran.append(payload)
+        if payload == "A":
+            a_began.set()
+            release.wait(WAIT)
+
+    q.add("A", id="A")
+    q.add("B", id="B")
+    store.start(workers=1)
+    try:
+        assert a_began.wait(WAIT)
+        clock.advance("2s")  # A times out: its thread stays blocked, its slot is free
+        wait_for_state(q, "B", "running")  # claimed, waiting for the one thread
+        clock.advance("2s")
+        wait_for_state(q, "B", "failed")
+        assert q.get("B").error.startswith("timeout")
+        q.add("C", id="C")
+        wait_for_state(q, "C", "running")  # claimed, behind B's call
+        release.set()
+        wait_for_state(q, "C", "done")
+    finally:
+        release.set()
+        store.stop()
+    assert ran == ["A", "C"]

@@ -42,14 +42,14 @@ class Notifier:
             listener(external)
 
     def committed_here(self) -> None:
-        """A commit of this process: tell everyone now, then absorb the change the poll would see.
+        """A commit of this process: absorb the change the poll would see, then tell everyone now.
 
-        Told first, since a waiting worker is on the path from add to start; a
-        poll that sees the change in between only wakes them once more.
+        In this order, another process's commit read while absorbing is told
+        too: it is never marked seen without a notice after it.
         """
         if self._listeners:
-            self.fire()
             self._changed()
+            self.fire()
 
     def close(self) -> None:
         self._closed.set()

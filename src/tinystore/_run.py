@@ -28,9 +28,12 @@ async def written(future: Future) -> Any:
     """The result of a write handed to the store's writer, on the event loop.
 
     The writer runs an operation on the caller's thread when its lock is
-    free: then the result is there at once, without a round through the loop.
+    free: then the result is there at once, and is read after one yield to
+    the loop (other handlers, timeouts and renewals run meanwhile) rather
+    than through a wake-up from another thread.
     """
     if future.done():
+        await asyncio.sleep(0)
         return future.result()
     return await asyncio.wrap_future(future)
 

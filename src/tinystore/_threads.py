@@ -37,7 +37,11 @@ class Call:
 
 
 class HandlerThreads:
-    """``size`` threads, started at the first call; ``on_end`` of each call runs on the caller's loop."""
+    """``size`` threads, started at the first call; ``on_end`` of each call runs on the caller's loop.
+
+    Daemon threads: a handler still running past the grace period does not
+    keep the process from exiting (its job goes to the next attempt).
+    """
 
     def __init__(self, size: int):
         self._size = size
@@ -61,7 +65,11 @@ class HandlerThreads:
         return c
 
     def shutdown(self, wait: bool) -> None:
-        """Let each thread end after its current call; with ``wait``, until they have."""
+        """Let each thread end after its current call; with ``wait``, until they have.
+
+        Calls still waiting for a thread were ended by then (a stop past its
+        grace period cancels them): they are passed over, never begun.
+        """
         for _ in self._threads:
             self._calls.put(None)
         if wait:
@@ -73,6 +81,8 @@ class HandlerThreads:
             c = self._calls.get()
             if c is None:
                 return
+            if c.ended:  # timed out or stopped while it waited for a thread: it never begins
+                continue
             try:
                 answer, exc = c.fn(*c.args), None
             except BaseException as raised:  # the loop decides what it means, as for an async handler
@@ -89,6 +99,12 @@ class HandlerThreads:
     def _hand_over(self) -> None:
         with self._lock:
             self._waking = False
+        stopping: Optional[BaseException] = None
         while self._finished:
             c, answer, exc = self._finished.popleft()
-            c.end(answer, exc)
+            try:
+                c.end(answer, exc)
+            except BaseException as raised:  # SystemExit from a handler: hand over the others first
+                stopping = stopping or raised
+        if stopping is not None:
+            raise stopping

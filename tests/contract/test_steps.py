@@ -424,3 +424,21 @@ def test_JOB_06_a_late_attempt_cannot_overwrite_a_step_kept_by_the_attempt_that_
     assert seen == {2: "by attempt 2", 3: "by attempt 2"}  # attempt 2's answer stayed
     assert calls == [1, 2]
     assert replies.get("reply:41") is None
+
+
+def test_async_steps_let_other_handlers_run_between_them(store: tinystore.Store) -> None:
+    # A step's write often runs at once on the loop's own thread; the handler must still yield there,
+    # or a handler doing many steps would hold the loop: other handlers, timeouts and renewals wait.
+    q = store.queue("steps")
+    order: list[str] = []
+
+    @q.work
+    async def handle(payload: Any, run: tinystore.AsyncRun) -> None:
+        for i in range(5):
+            await run.step(f"s{i}", lambda: None)
+            order.append(payload)
+
+    q.add_many(["a", "b"])
+    store.run_until_idle()
+    assert sorted(order) == ["a"] * 5 + ["b"] * 5
+    assert order != sorted(order)  # interleaved: neither kept the loop for all its steps
