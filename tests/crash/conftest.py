@@ -97,16 +97,23 @@ class Lab:
             proc.send_signal(signal.SIGSTOP)
             _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once the child is stopped
             assert os.WIFSTOPPED(status), f"the child ended instead of stopping: {status}"
-            conn = sqlite3.connect(self.store_path, timeout=0.2, isolation_level=None)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
+            if self._write_lock_free(timeout=0):  # the child is stopped: waiting would not free it
                 return
-            except sqlite3.OperationalError:
-                proc.send_signal(signal.SIGCONT)  # stopped while writing: let it finish, then again
-            finally:
-                conn.close()
+            proc.send_signal(signal.SIGCONT)  # stopped while writing: let it end that transaction
+            assert self._write_lock_free(timeout=30), "the child kept the store's write lock"
         raise AssertionError("the child held the store's write lock at every stop")
+
+    def _write_lock_free(self, timeout: float) -> bool:
+        """Whether this process can take the store's write lock within ``timeout`` (it gives it back at once)."""
+        conn = sqlite3.connect(self.store_path, timeout=timeout, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
 
     def owner_of(self, pid: int) -> int:
         """The registration of the process ``pid`` in the store."""

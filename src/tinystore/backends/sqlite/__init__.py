@@ -179,7 +179,7 @@ class SQLiteBackend(Backend):
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
         if tx is not None:
             future: Future = Future()
-            future.set_result(_jobs.add(tx, queue, jobs, now))
+            future.set_result(_jobs.add(tx, queue, jobs, now, locked=False))
             return future
         return self.submit(_jobs.add, queue, jobs, now)
 

@@ -9,13 +9,19 @@ from .._base import JobRow, NewJob
 from ._sql import Q
 
 
-def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float) -> list[tuple[JobRow, bool]]:
+def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float,
+        locked: bool = True) -> list[tuple[JobRow, bool]]:
     """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10).
 
-    Seqs are read, not reserved: the transaction holds the write lock once it
-    inserts, so no other can hand out the same ones; an add writes no counter.
+    ``locked``: the transaction already holds the write lock (the writer's
+    own): no other can hand out seqs meanwhile, so the next ones are read and
+    no counter is written. An application's transaction may not hold it yet
+    (a read would not take it): it reserves them with a write.
     """
-    first = conn.execute(Q.seq_next).fetchone()[0]
+    if locked:
+        first = conn.execute(Q.seq_next).fetchone()[0]
+    else:
+        first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
     rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
     # One statement for the batch: a row whose id is taken is skipped, and looked at below.
     inserted = conn.executemany(Q.job_insert, rows).rowcount

@@ -6,9 +6,8 @@ CREATE TABLE tinystore_queues (
     options TEXT NOT NULL
 ) WITHOUT ROWID;
 
--- The floor of job seqs: the highest seq that left while no newer job was
--- kept. A new job's seq is above it and above every job kept, so seqs are
--- never reused: leases, steps and watchers name a job by its seq.
+-- The last job seq handed out: seqs are never reused, since leases, steps
+-- and watchers name a job by its seq.
 CREATE TABLE tinystore_sequence (
     id   INTEGER PRIMARY KEY CHECK (id = 1),
     last INTEGER NOT NULL

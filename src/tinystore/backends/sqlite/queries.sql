@@ -16,14 +16,22 @@ ON CONFLICT (name) DO UPDATE SET options = excluded.options;
 SELECT name, options FROM tinystore_queues ORDER BY name;
 
 -- name: seq_next
--- The seq of the next job added: above every job kept, and above every job that left (the floor).
-SELECT max(coalesce((SELECT max(seq) FROM tinystore_jobs), 0), (SELECT last FROM tinystore_sequence WHERE id = 1)) + 1;
+-- The seq of the next job the writer adds (it holds the write lock): above every job kept and above
+-- the floor, which jobs leaving raise.
+SELECT max(coalesce((SELECT max(seq) FROM tinystore_jobs), 0), (SELECT floor FROM tinystore_sequence WHERE id = 1)) + 1;
+
+-- name: seqs_reserve
+-- Reserve seqs for jobs added in an application's transaction, which may not hold the write lock yet:
+-- a write, so the lock is taken before the seqs are read; returns the last seq reserved.
+UPDATE tinystore_sequence SET floor = max(floor, coalesce((SELECT max(seq) FROM tinystore_jobs), 0)) + ?
+WHERE id = 1
+RETURNING floor;
 
 -- name: sequence_floor
 -- Jobs up to seq :seq left: where no job above it is kept, the next seqs must still start above it.
 -- (Where one is kept, its own seq holds them above, and its leaving will raise the floor.)
-UPDATE tinystore_sequence SET last = :seq
-WHERE id = 1 AND last < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE seq > :seq);
+UPDATE tinystore_sequence SET floor = :seq
+WHERE id = 1 AND floor < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE seq > :seq);
 
 -- name: job_insert
 -- Add a job under a reserved seq, unless its id names one already (then nothing changes).
