@@ -11,7 +11,6 @@ store changes, or the next job is due.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import traceback
@@ -119,8 +118,9 @@ class QueueRunner:
         q = self.queue
         if self.is_async:
             run: Any = AsyncRun(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            # Its first step is scheduled now, before any callback that could cancel it (a timeout, a
+            # notice, a stop): _run always begins, and ends the attempt however the task ends.
             task: Any = asyncio.ensure_future(self._run(c, run))
-            task.add_done_callback(functools.partial(self._never_began, c, run))
         else:
             run = Run(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
@@ -142,11 +142,6 @@ class QueueRunner:
             self._ended(c, run, None, exc)
         else:
             self._ended(c, run, answer, None)
-
-    def _never_began(self, c: Claimed, run: AsyncRun, task: asyncio.Task) -> None:
-        """A task cancelled before its first step never ran ``_run``: its attempt ends here."""
-        if task.cancelled():
-            self._ended(c, run, None, asyncio.CancelledError())
 
     def _call(self, c: Claimed, run: Run) -> Any:
         """A ``def`` handler's call, in a handler thread."""
