@@ -118,8 +118,8 @@ class QueueRunner:
         q = self.queue
         if self.is_async:
             run: Any = AsyncRun(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
-            # Its first step is scheduled now, before any callback that could cancel it (a timeout, a
-            # notice, a stop): _run always begins, and ends the attempt however the task ends.
+            # Its first step is scheduled now, before any cancel can come (timeouts, notices and stops
+            # cancel from later callbacks): _run always begins, and ends the attempt however it ends.
             task: Any = asyncio.ensure_future(self._run(c, run))
         else:
             run = Run(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
@@ -212,8 +212,8 @@ class Worker:
             for seq, (task, run) in list(r.running.items()):
                 if seq not in held and not run.cancelled:
                     run.cancelled = True
-                    if r.is_async:
-                        task.cancel()
+                    if r.is_async:  # after the task's first step, which a task made just now has not had
+                        asyncio.get_running_loop().call_soon(task.cancel)
 
     async def _renew(self) -> None:
         clock = self.store.clock
