@@ -6,6 +6,7 @@ survives, and runs at least once. The package's modules:
 - ``_store``       open(), Store: queues, transactions, serving, operations
 - ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
 - ``_worker``      claim cycles, handlers, timeouts, lease renewal, shutdown
+- ``_threads``     the threads that run ``def`` handlers for a worker
 - ``_run``         Run / AsyncRun: steps, run.transaction, progress, answers
 - ``_settle``      what an ended attempt does to its job (backoff, attempts)
 - ``_watch``       watchers, one reader per store

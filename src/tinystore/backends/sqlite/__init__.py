@@ -1,7 +1,8 @@
 """The SQLite backend: a store is one file, written by one writer thread per process.
 
-Files: ``_connection`` (pragmas, busy waits), ``_writer`` (group commit),
-``_claim`` (claims under limits), ``_groups`` (group bookkeeping), ``_leases``
+Files: ``_connection`` (pragmas, waiting for the write lock), ``_writer``
+(group commit), ``_jobs`` (job rows added and removed, seqs), ``_claim``
+(claims under limits), ``_groups`` (group bookkeeping), ``_leases``
 (settlements, expiry, dead processes), ``_liveness`` (process locks),
 ``_sql`` (loads ``queries.sql`` and the migrations).
 """
