@@ -4,8 +4,8 @@ One event loop serves every queue of a worker. Per queue, a ``QueueRunner``
 keeps one claim cycle in flight at a time; a cycle settles the attempts that
 finished since the last one and claims for the free slots in the same
 transaction. ``async def`` handlers run on the loop; ``def`` handlers in
-the worker's handler threads. Between cycles a runner sleeps until a handler finishes, the
-store changes, or the next job is due.
+the worker's handler threads (``_threads``). Between cycles a runner sleeps
+until a handler finishes, the store changes, or the next job is due.
 """
 
 from __future__ import annotations
