@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import tinystore
@@ -58,19 +59,23 @@ def wait_for_state(q: tinystore.Queue, id: str, state: str) -> None:
     raise AssertionError(f"{id} ended without being {state}")
 
 
-def test_a_def_call_that_timed_out_while_waiting_for_a_thread_never_begins(store: tinystore.Store,
-                                                                            clock: Any) -> None:
-    # One thread: A blocks it past its timeout; B, claimed next, times out while waiting behind A, and
-    # fails. When A's thread is free again it must pass B over (its attempt has ended) and take C.
+def test_JOB_09_a_def_handler_past_its_timeout_keeps_its_slot_until_its_thread_returns(store: tinystore.Store,
+                                                                                    clock: Any) -> None:
+    # One slot: A blocks its thread past its timeout. Its attempt fails, and run.cancelled tells it
+    # to stop, but it keeps its slot and its lease while its thread runs: B waits, never "timed out"
+    # behind it, and runs once A's thread returns.
     q = store.queue("slow", timeout="1s", attempts=1, keep="1h")
     ran: list[str] = []
-    a_began, release = threading.Event(), threading.Event()
+    a_began, a_told, release = threading.Event(), threading.Event(), threading.Event()
 
     @q.work
     def handle(payload: Any, run: tinystore.Run) -> None:
         ran.append(payload)
         if payload == "A":
             a_began.set()
+            while not run.cancelled:
+                time.sleep(0.001)
+            a_told.set()
             release.wait(WAIT)
 
     q.add("A", id="A")
@@ -78,16 +83,16 @@ def test_a_def_call_that_timed_out_while_waiting_for_a_thread_never_begins(store
     store.start(workers=1)
     try:
         assert a_began.wait(WAIT)
-        clock.advance("2s")  # A times out: its thread stays blocked, its slot is free
-        wait_for_state(q, "B", "running")  # claimed, waiting for the one thread
         clock.advance("2s")
-        wait_for_state(q, "B", "failed")
-        assert q.get("B").error.startswith("timeout")
-        q.add("C", id="C")
-        wait_for_state(q, "C", "running")  # claimed, behind B's call
+        assert a_told.wait(WAIT)  # run.cancelled turned true past the timeout
+        clock.advance("2s")
+        assert q.get("A").state == "running"  # its lease is kept while its thread runs
+        assert q.get("B").state == "waiting"  # the one slot is still A's
         release.set()
-        wait_for_state(q, "C", "done")
+        wait_for_state(q, "B", "done")
+        assert q.get("A").state == "failed"
+        assert q.get("A").error.startswith("timeout")
     finally:
         release.set()
         store.stop()
-    assert ran == ["A", "C"]
+    assert ran == ["A", "B"]

@@ -19,7 +19,7 @@ class QueueOptions:
     group_rate: Optional[tuple[int, float]] = None
     attempts: int = 10
     backoff: tuple[float, float] = (1.0, 3600.0)
-    timeout: float = 60.0
+    timeout: Optional[float] = 60.0
     lease: float = 30.0
     dedupe: float = 0.0
     keep: float = 7 * 86400.0
@@ -64,6 +64,8 @@ def parse_options(base: QueueOptions, given: dict[str, Any]) -> QueueOptions:
             if first <= 0 or longest < first:
                 raise InvalidArgument(f"backoff={value!r}: the first wait must be positive and at most the longest")
             changes[name] = (first, longest)
+        elif name == "timeout" and value is None:
+            changes[name] = None  # no timeout (JOB-09)
         elif name in ("timeout", "lease"):
             seconds = parse_duration(value, name)
             if seconds <= 0:

@@ -41,6 +41,21 @@ async def written(future: Future) -> Any:
 class _Attempt:
     """What both kinds of run share: the attempt, its answers, its steps' bookkeeping."""
 
+    queue: str
+    """The queue's name."""
+    id: str
+    """The job's id."""
+    attempt: int
+    """This attempt's number, from 1; a snoozed job's next run has the same number."""
+    group: Optional[str]
+    """The job's group, or None."""
+    at: datetime
+    """When the job was due for this run (aware, UTC)."""
+    cancelled: bool
+    """True once the handler should stop: the job was cancelled (JOB-12), or this attempt ran past the
+    queue's timeout (JOB-09). A ``def`` handler, which cannot be stopped from outside, should check it
+    between pieces of work; nothing it writes through tinystore afterwards takes effect."""
+
     def __init__(self, backend: Any, queue: str, seq: int, id: str, attempt: int, group: Optional[str], at: float):
         self._backend = backend
         self._seq = seq
@@ -49,8 +64,14 @@ class _Attempt:
         self.id = id
         self.attempt = attempt
         self.group = group
-        self.at: datetime = from_timestamp(at)
+        self.at = from_timestamp(at)
         self.cancelled = False
+        self._began: Optional[float] = None  # when the handler began, by the store's clock
+        self._timed_out: Optional[float] = None  # the timeout it ran past: it fails whatever it answers
+        self._taken_away = False  # the job was cancelled: its lease is gone, its answer settles nothing
+
+    def _take_away(self) -> None:
+        self._taken_away = self.cancelled = True
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.queue}/{self.id} attempt {self.attempt}>"

@@ -282,7 +282,7 @@ class Store:
         active = self._active.get(seq)
         if active is not None:
             loop, task, run = active
-            run.cancelled = True
+            run._take_away()
             if isinstance(run, AsyncRun):
                 loop.call_soon_threadsafe(task.cancel)
 

@@ -81,7 +81,7 @@ class HandlerThreads:
             c = self._calls.get()
             if c is None:
                 return
-            if c.ended:  # timed out or stopped while it waited for a thread: it never begins
+            if c.ended:  # stopped past the grace period while it waited for a thread: it never begins
                 continue
             try:
                 answer, exc = c.fn(*c.args), None

@@ -17,7 +17,8 @@ import traceback
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._run import AsyncRun, Run, written
-from ._settle import LOST_LEASE, Errored, Requeue, decide
+from ._answers import Retry, Snooze
+from ._settle import LOST_LEASE, Done, Errored, Requeue, decide
 from ._threads import HandlerThreads
 from .backends._base import Claimed, Settlement
 
@@ -46,7 +47,7 @@ class QueueRunner:
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
         self.running: dict[int, tuple[asyncio.Task, Any]] = {}
         self.settled: list[Settlement] = []
-        self.timed_out: set[tuple[int, int]] = set()
+        self.deadlines = Deadlines(self)
         self.poke = asyncio.Event()
         self.wake_at: Optional[float] = None
         self.maybe_due = True
@@ -75,9 +76,6 @@ class QueueRunner:
                 elif claimed:
                     for c in claimed:
                         self._start(c)
-                    # One timer for the whole batch: its jobs started together, with the same timeout.
-                    tokens = [(c.seq, c.attempt) for c in claimed]
-                    clock.call_later(loop, self.queue.options.timeout, lambda: self._time_out(tokens))
                     await asyncio.sleep(0)  # let the handlers begin before the next cycle
                 if len(claimed) == free and free > 0:
                     self.maybe_due = True  # there may be more
@@ -116,6 +114,8 @@ class QueueRunner:
 
     def _start(self, c: Claimed) -> None:
         q = self.queue
+        log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
+                  extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
         if self.is_async:
             run: Any = AsyncRun(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             # Its first step is scheduled now, before any cancel can come (timeouts, notices and stops
@@ -126,16 +126,26 @@ class QueueRunner:
             task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
         self.running[c.seq] = (task, run)
         self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
+        self.deadlines.watch()
 
-    def _time_out(self, tokens: list[tuple[int, int]]) -> None:
-        """Stop the attempts of a batch that still run past the queue's timeout (JOB-09)."""
-        for seq, attempt in tokens:
-            task, run = self.running.get(seq, (None, None))
-            if task is not None and run.attempt == attempt:
-                self.timed_out.add((seq, attempt))
-                task.cancel()
+    def _time_out(self, seq: int, task: Any, run: Any) -> None:
+        """The attempt ran past the queue's timeout (JOB-09): it fails, and is told to stop.
+
+        An async handler is cancelled. A ``def`` handler cannot be stopped:
+        ``run.cancelled`` turns true, and the attempt keeps its slot and its
+        lease (so its place against the limits) until its thread returns.
+        """
+        q = self.queue
+        run._timed_out = q.options.timeout
+        run.cancelled = True
+        log.warning("%s/%s attempt %d ran past the queue's timeout of %gs%s", q.name, run.id, run.attempt,
+                    q.options.timeout, "" if self.is_async else "; it keeps its place until its thread returns",
+                    extra={"queue": q.name, "job_id": run.id, "attempt": run.attempt})
+        if self.is_async:
+            task.cancel()
 
     async def _run(self, c: Claimed, run: AsyncRun) -> None:
+        run._began = self.store.clock.now()
         try:
             answer = await self.handler(json.loads(c.payload), run)
         except BaseException as exc:  # cancellation too: _ended tells what each means
@@ -145,34 +155,105 @@ class QueueRunner:
 
     def _call(self, c: Claimed, run: Run) -> Any:
         """A ``def`` handler's call, in a handler thread."""
+        run._began = self.store.clock.now()
         return self.handler(json.loads(c.payload), run)
 
     def _ended(self, c: Claimed, run: Any, answer: Any, exc: Optional[BaseException]) -> None:
         """An attempt's handler returned ``answer`` or raised ``exc`` (or was cancelled): settle it."""
         q = self.queue
-        if isinstance(exc, asyncio.CancelledError):
-            if run.cancelled:
-                answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone
-            elif (c.seq, c.attempt) in self.timed_out:
-                answer = Errored(f"timeout: the handler ran past the queue's timeout of {q.options.timeout:g}s")
-                log.warning("%s/%s attempt %d timed out", q.name, c.id, c.attempt,
-                            extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
-            else:
-                answer = _LOST  # stopped past the grace period: the next attempt takes over
+        if run._timed_out is not None:  # whatever it answered late, the attempt failed by its timeout (JOB-09)
+            answer = Errored(f"timeout: the handler ran past the queue's timeout of {run._timed_out:g}s")
+        elif run._taken_away:
+            answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone, its answer settles nothing
+        elif isinstance(exc, asyncio.CancelledError):
+            answer = _LOST  # stopped past the grace period: the next attempt takes over
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
-            log.warning("%s/%s attempt %d failed: %s: %s", q.name, c.id, c.attempt, type(exc).__name__, exc,
-                        extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
-        self.timed_out.discard((c.seq, c.attempt))
         self.running.pop(c.seq, None)
         self.store._active.pop(c.seq, None)
         if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
-        if answer is not _NO_SETTLEMENT and not run.cancelled:  # a cancelled attempt's answer settles nothing
+        if answer is not _NO_SETTLEMENT:
             now = self.store.clock.now()
             decision = Requeue(now, LOST_LEASE) if answer is _LOST else decide(answer, c.attempt, q.options, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
+            log_outcome(q, run, answer, exc, decision, now)
         self.poke.set()
+
+
+def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
+                now: float) -> None:
+    """One line per attempt's end: info when it is done or will run again, error when it failed for good."""
+    took = now - run._began if run._began is not None else 0.0
+    where = {"queue": q.name, "job_id": run.id, "attempt": run.attempt}
+    head = f"{q.name}/{run.id} attempt {run.attempt}"
+    if isinstance(decision, Done):
+        log.info("%s done in %.3fs", head, took, extra=where)
+        return
+    reason = (decision.error or "").split("\n", 1)[0]
+    trace = exc if isinstance(exc, Exception) else None
+    if isinstance(answer, Snooze):
+        log.info("%s snoozed after %.3fs: runs again in %gs", head, took, answer.delay, extra=where)
+    elif isinstance(decision, Requeue) and isinstance(answer, Retry):
+        log.info("%s asked to run again after %.3fs: runs again in %.3fs", head, took,
+                 max(0.0, decision.at - now), extra=where)
+    elif isinstance(decision, Requeue):
+        log.warning("%s failed after %.3fs, runs again in %.3fs: %s", head, took, max(0.0, decision.at - now),
+                    reason, extra=where, exc_info=trace)
+    else:
+        log.error("%s failed for good after %.3fs (attempt %d of %d): %s", head, took, run.attempt,
+                  q.options.attempts, reason, extra=where, exc_info=trace)
+
+
+class Deadlines:
+    """The timeouts of a runner's attempts: one timer, at the earliest deadline (JOB-09).
+
+    An attempt's timeout counts from when its handler begins (``run._began``,
+    set in the handler's own thread for a ``def`` handler), never from its
+    claim. No deadline is ever earlier than its attempt's claim plus the
+    timeout, so the timer is armed when an attempt starts and none is armed;
+    when it fires, it times out the attempts past their deadline and is armed
+    again at the earliest deadline of the others. Nothing crosses from a
+    handler thread to the loop, and nothing is kept per finished attempt.
+    """
+
+    def __init__(self, runner: QueueRunner):
+        self.runner = runner
+        self.timer: Any = None
+        self.timer_at: Optional[float] = None
+
+    def watch(self) -> None:
+        """An attempt was claimed now: make sure the timer fires by the earliest its deadline can be."""
+        timeout = self.runner.queue.options.timeout
+        if timeout is not None:
+            at = self.runner.store.clock.now() + timeout
+            if self.timer_at is None or at < self.timer_at:
+                self._arm(at)
+
+    def _fire(self) -> None:
+        self.timer = self.timer_at = None
+        runner, now = self.runner, self.runner.store.clock.now()
+        timeout = runner.queue.options.timeout
+        if timeout is None:
+            return
+        earliest: Optional[float] = None
+        for seq, (task, run) in list(runner.running.items()):
+            if run._timed_out is not None:
+                continue
+            deadline = (run._began if run._began is not None else now) + timeout
+            if deadline <= now:
+                runner._time_out(seq, task, run)
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._arm(earliest)
+
+    def _arm(self, at: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        clock = self.runner.store.clock
+        self.timer_at = at
+        self.timer = clock.call_later(asyncio.get_running_loop(), at - clock.now(), self._fire)
 
 
 _NO_SETTLEMENT = object()
@@ -210,8 +291,8 @@ class Worker:
         held = self.store._backend.held(self.store._owner, running)
         for r in self.runners:
             for seq, (task, run) in list(r.running.items()):
-                if seq not in held and not run.cancelled:
-                    run.cancelled = True
+                if seq not in held and not run._taken_away:
+                    run._take_away()
                     if r.is_async:  # after the task's first step, which a task made just now has not had
                         asyncio.get_running_loop().call_soon(task.cancel)
 

@@ -135,7 +135,10 @@ class Formatter(logging.Formatter):
         text = super().format(record)
         fields = [f"{'job' if name == 'job_id' else name}={getattr(record, name)}"
                   for name in JOB_FIELDS if getattr(record, name, None) is not None]
-        return f"{text} [{' '.join(fields)}]" if fields else text
+        if not fields:
+            return text
+        first, newline, rest = text.partition("\n")  # on the record's own line, before a traceback
+        return f"{first} [{' '.join(fields)}]{newline}{rest}"
 
 
 def configure_logging(level: str) -> None:
