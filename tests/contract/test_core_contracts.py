@@ -485,6 +485,66 @@ def test_JOB_04_a_handler_that_kills_its_process_every_time_reaches_attempts_and
     assert "lease" in job.error
 
 
+def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_leases_count_in_the_last_minute(
+        store_path, open_store, clock):
+    store = open_store(clock=clock)
+    jobs = store.queue("jobs", attempts=2, lease="30s")
+    jobs.add({}, id="job-0")
+    jobs.add({}, id="job-1")
+
+    def first_attempt_fails(payload, run):
+        raise RuntimeError("first attempt fails")
+
+    jobs.work(first_attempt_fails)
+    run_until_idle(store)  # job-0 and job-1 used attempt 1 of 2
+    jobs.add({}, id="job-2")
+    clock.advance("2s")  # past the backoff (1 s +-10 %): all three are due
+    store.close()
+
+    proc = start_child(child_store(store_path, start=T + 2) + CLAIM_AND_HANG, "3")
+    try:
+        wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
+    finally:
+        kill_and_wait(proc)
+
+    after = open_store(clock=clock).queue("jobs")  # ends the dead process's leases
+    states = {id: (after.get(id).state, after.get(id).attempt) for id in ("job-0", "job-1", "job-2")}
+    assert states == {"job-0": ("failed", 2), "job-1": ("failed", 2), "job-2": ("waiting", 1)}
+    stats = after.store.stats()["jobs"]
+    assert (stats["failed"], stats["waiting"]) == (2, 1)
+    assert stats["failed_last_minute"] == 2, "a job that failed for good as its process died is a failure"
+    assert (stats["started_last_minute"], stats["done_last_minute"]) == (5, 0)
+
+
+def test_JOB_04_a_job_failed_for_good_when_its_last_lease_ran_out_counts_in_the_last_minute(open_store, clock, gate):
+    holder = open_store(clock=clock)
+    release = gate()
+    started = threading.Event()
+
+    def stalled(payload, run):
+        started.set()
+        release.wait(WAIT)
+
+    q = holder.queue("jobs", lease="10s", attempts=1, timeout="1h")
+    q.work(stalled)
+    q.add({}, id="j")
+    bg = Background(holder.run_until_idle)  # claims its only attempt, then stalls past its lease
+    assert started.wait(WAIT)
+
+    other = open_store(clock=FakeClock(T + 11))  # a worker whose time is past the lease
+    other.queue("jobs").work(lambda payload, run: None)
+    run_until_idle(other)  # ends the lease that ran out: the attempts are used up
+    job = other.queue("jobs").get("j")
+    assert (job.state, job.attempt) == ("failed", 1) and "lease" in job.error
+    stats = other.stats()["jobs"]
+    assert stats["failed_last_minute"] == 1, "a job that failed for good as its lease ran out is a failure"
+    assert (stats["started_last_minute"], stats["done_last_minute"]) == (1, 0)
+
+    release.set()
+    bg.join()  # its late settlement changes nothing, and counts nothing again
+    assert other.stats()["jobs"]["failed_last_minute"] == 1
+
+
 # ---------------------------------------------------------------------------
 # JOB-05: a settlement names its attempt; a late one changes nothing
 

@@ -276,3 +276,22 @@ def test_JOB_04_a_handler_that_kills_its_process_every_run_reaches_attempts_and_
     assert len({r.pid for r in runs}) == 3
     lab.assert_sound()
     lab.assert_consistent()
+
+
+def test_JOB_04_a_job_that_failed_for_good_because_its_workers_kept_dying_counts_in_the_last_minutes_failures(
+        lab, open_store):
+    lab.prepare("q", [("job-1", {"kill_on": list(range(1, 20))})], attempts=2)
+    exits = []
+    while len(exits) < 5:  # restart the worker as a supervisor would, until one survives
+        worker = lab.worker("q:sync", until_idle=True)
+        exits.append(wait_child(worker))
+        if exits[-1] != KILLED:
+            break
+    assert exits == [KILLED, KILLED, 0]  # the third worker's open failed the job for good
+
+    stats = open_store().stats()["q"]
+    assert stats["failed"] == 1
+    assert stats["failed_last_minute"] == 1, "a job whose workers kept dying failed, and counts as a failure"
+    assert (stats["started_last_minute"], stats["done_last_minute"]) == (2, 0)
+    lab.assert_sound()
+    lab.assert_consistent()

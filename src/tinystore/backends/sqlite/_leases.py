@@ -72,22 +72,29 @@ def end_lost(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int,
         return
     row = conn.execute(Q.job_by_seq, (seq,)).fetchone()
     if row is not None:
-        apply(conn, seq, decide_lost(attempt, opts, now))
+        decision = decide_lost(attempt, opts, now)
+        apply(conn, seq, decision)
         _groups.release(conn, queue, opts, [row[4]] if row[4] is not None else [])
+        if isinstance(decision, Failed):  # its last attempt: failed for good, counted as settle counts it
+            conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, 1))
 
 
 def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], QueueOptions], now: float) -> int:
     """End every lease a process that died held, at once (DUR-03); the attempts stay counted.
 
     Jobs without a group are requeued or failed with one statement per queue,
-    so recovering 100,000 leases costs a few statements, not 100,000.
+    so recovering 100,000 leases costs a few statements, not 100,000. The jobs
+    that failed for good count in the queue's failures of this minute.
     """
     ended = 0
     for (queue,) in conn.execute(Q.owner_queues, (owner,)).fetchall():
         opts = options(queue)
         groups = {g for (g,) in conn.execute(Q.owner_groups, (owner, queue))}
-        conn.execute(Q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts, "now": now,
-                                    "expires": now + opts.keep, "error": LOST_LEASE})
+        states = conn.execute(Q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts,
+                                             "now": now, "expires": now + opts.keep, "error": LOST_LEASE})
+        failed = sum(state == "failed" for (state,) in states)
+        if failed:
+            conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, failed))
         ended += conn.execute(Q.owner_leases_end, (owner, queue)).rowcount
         for grp in groups:
             _groups.recompute(conn, queue, grp, opts, now)

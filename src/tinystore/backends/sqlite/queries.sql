@@ -368,14 +368,15 @@ SELECT DISTINCT queue FROM tinystore_leases WHERE owner = ?;
 
 -- name: owner_lost
 -- A dead process's attempts end: jobs at their last attempt fail for good, the
--- others run again at once; every attempt stays counted.
+-- others run again at once; every attempt stays counted. Returns each job's new state.
 UPDATE tinystore_jobs SET
     state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
     at = CASE WHEN attempt >= :attempts THEN at ELSE :now END,
     expires = CASE WHEN attempt >= :attempts THEN :expires END,
     error = :error, progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
-  AND state = 'running';
+  AND state = 'running'
+RETURNING state;
 
 -- name: owner_leases_end
 -- The leases a process holds in a queue end.
