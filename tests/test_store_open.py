@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import json
 import shutil
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 from collections import Counter
 from datetime import timedelta
@@ -217,11 +220,180 @@ def test_open_refuses_a_directory_and_leaves_it_alone(tmp_path):
     folder = tmp_path / "jobs"
     folder.mkdir()
     (folder / "keep.txt").write_text("mine")
-    with pytest.raises(tinystore.Error) as caught:
+    with pytest.raises(tinystore.InvalidArgument) as caught:
         tinystore.open(folder)
     assert "directory" in str(caught.value) and str(folder) in str(caught.value)
     assert os.listdir(folder) == ["keep.txt"]
     assert sorted(os.listdir(tmp_path)) == ["jobs"]
+
+
+# ---------------------------------------------------------------------------
+# Paths that cannot be a store, and files this process may not use: refused, nothing made
+
+
+def listing(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every entry under ``folder``: its mode and, for a file, its bytes."""
+    out = {}
+    for entry in sorted(folder.rglob("*")):
+        st = entry.lstat()
+        content = entry.read_bytes() if stat.S_ISREG(st.st_mode) and os.access(entry, os.R_OK) else b""
+        out[str(entry.relative_to(folder))] = (st.st_mode, content)
+    return out
+
+
+def test_open_of_a_path_whose_folder_does_not_exist_is_an_InvalidArgument_naming_it_and_creates_nothing(tmp_path):
+    path = tmp_path / "no" / "such" / "dir" / "x.db"
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        tinystore.open(path)
+    assert str(path) in str(caught.value) and "does not exist" in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert os.listdir(tmp_path) == []
+
+
+def test_open_of_a_path_below_a_file_is_an_InvalidArgument_naming_it_and_leaves_the_file_alone(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    path = tmp_path / "notes.txt" / "x.db"
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        tinystore.open(path)
+    assert str(path) in str(caught.value) and "not a folder" in str(caught.value)
+    assert (tmp_path / "notes.txt").read_text() == "mine" and os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_open_of_a_symbolic_link_into_a_folder_that_does_not_exist_is_an_InvalidArgument_and_creates_nothing(
+        tmp_path):
+    link = tmp_path / "app.db"
+    link.symlink_to(tmp_path / "gone" / "app.db")
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        tinystore.open(link)
+    assert str(link) in str(caught.value) and "does not exist" in str(caught.value)
+    assert os.listdir(tmp_path) == ["app.db"]
+
+
+def test_open_of_a_named_pipe_is_an_InvalidArgument_at_once_and_writes_nothing_beside_it(tmp_path):
+    pipe = tmp_path / "jobs.db"
+    os.mkfifo(pipe)
+    code = ("import sys, tinystore\n"
+            "try:\n    tinystore.open(sys.argv[1])\n"
+            "except tinystore.InvalidArgument as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(pipe)], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 0, done.stderr
+    assert str(pipe) in done.stdout and "not a regular file" in done.stdout
+    assert os.listdir(tmp_path) == ["jobs.db"]
+
+
+def test_open_refuses_a_store_whose_lock_file_beside_it_is_a_directory_before_writing_the_store(tmp_path):
+    path = tmp_path / "app.db"
+    make_app_database(path)
+    (tmp_path / "app.db-tinystore.lock").mkdir()
+    before = listing(tmp_path)
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        tinystore.open(path)
+    assert str(path) in str(caught.value) and "app.db-tinystore.lock" in str(caught.value)
+    assert listing(tmp_path) == before
+
+
+# Permission bits do not hold back root: as root, the child that opens drops the powers that pass them by.
+ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+SETPRIV = shutil.which("setpriv")
+POWERS = "-dac_override,-dac_read_search,-fowner"
+OPEN_IN_CHILD = """
+import json, sys, tinystore
+try:
+    tinystore.open(sys.argv[1]).close()
+    print(json.dumps(["opened", ""]))
+except Exception as exc:
+    print(json.dumps([[c.__name__ for c in type(exc).__mro__], str(exc)]))
+"""
+
+
+def open_without_privileges(path: Path) -> tuple[Any, str]:
+    """Open ``path`` in a child that file permissions apply to; (the error's classes, its message), or "opened"."""
+    command = [sys.executable, "-c", OPEN_IN_CHILD, str(path)]
+    if ROOT:
+        if SETPRIV is None:
+            pytest.skip("running as root without setpriv: file permissions cannot be shown to hold")
+        command = [SETPRIV, f"--inh-caps={POWERS}", f"--bounding-set={POWERS}", "--"] + command
+    done = subprocess.run(command, capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 0, done.stderr
+    classes, message = json.loads(done.stdout)
+    return classes, message
+
+
+@pytest.fixture
+def restore_modes(tmp_path: Path):
+    """Give back write permission to everything under tmp_path, so that it can be removed."""
+    yield
+    for entry in [tmp_path, *tmp_path.rglob("*")]:
+        if not entry.is_symlink():
+            entry.chmod(stat.S_IMODE(entry.stat().st_mode) | stat.S_IRWXU)
+
+
+@pytest.mark.parametrize("there", ["nothing", "a store"])
+def test_open_in_a_folder_that_is_not_writable_is_an_InvalidArgument_naming_it_and_creates_nothing(
+        tmp_path, restore_modes, there):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    path = folder / "app.db"
+    if there == "a store":
+        with tinystore.open(path) as store:
+            store.queue("replies").add({}, id="kept")
+    folder.chmod(0o555)
+    before = listing(tmp_path)
+    classes, message = open_without_privileges(path)
+    assert "InvalidArgument" in classes and "Error" in classes, message
+    assert str(path) in message and "not writable" in message and str(folder) in message
+    assert listing(tmp_path) == before
+
+
+def test_open_of_a_file_this_process_may_not_read_is_an_InvalidArgument_naming_it_and_leaves_it_alone(
+        tmp_path, restore_modes):
+    path = tmp_path / "app.db"
+    make_app_database(path)
+    path.chmod(0o200)
+    before = listing(tmp_path)
+    classes, message = open_without_privileges(path)
+    assert "InvalidArgument" in classes, message
+    assert str(path) in message and "permission denied" in message
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("made_by", ["application", "tinystore"])
+def test_open_of_a_read_only_file_is_an_InvalidArgument_naming_it_and_leaves_it_byte_for_byte(
+        tmp_path, restore_modes, made_by):
+    path = tmp_path / "app.db"
+    if made_by == "application":
+        make_app_database(path)
+    else:
+        with tinystore.open(path) as store:
+            store.queue("replies").add({}, id="kept")
+    path.chmod(0o400)
+    before = listing(tmp_path)
+    classes, message = open_without_privileges(path)
+    assert "InvalidArgument" in classes, message
+    assert str(path) in message and "read-only" in message
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts descriptors in /proc/self/fd")
+def test_open_in_a_process_out_of_file_descriptors_is_a_tinystore_Error_naming_the_path_and_creates_nothing(
+        tmp_path):
+    path = tmp_path / "app.db"
+    code = """
+import json, os, resource, sys, tinystore
+highest = max(fd for fd in map(int, os.listdir("/proc/self/fd")) if os.path.exists(f"/proc/self/fd/{fd}"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+try:
+    tinystore.open(sys.argv[1])
+    print(json.dumps(["opened", ""]))
+except Exception as exc:
+    print(json.dumps([[c.__name__ for c in type(exc).__mro__], str(exc)]))
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 0, done.stderr
+    classes, message = json.loads(done.stdout)
+    assert "Error" in classes and "OSError" not in classes, (classes, message)
+    assert str(path) in message and "too many open files" in message.lower()
+    assert os.listdir(tmp_path) == []
 
 
 def test_open_refuses_an_unknown_durability_naming_it(store_path):
@@ -460,3 +632,13 @@ def test_a_store_serving_while_8_threads_add_runs_every_job_exactly_once(store):
     store.close()  # serve_async returns once the store is closed
     serving.join()
     assert len(runs) == 200 and set(runs.values()) == {1}
+
+
+def test_a_connection_to_a_store_file_never_creates_the_file(tmp_path):
+    from tinystore.backends.sqlite._connection import connect
+
+    path = tmp_path / "gone.db"
+    with pytest.raises(tinystore.Error) as caught:
+        connect(str(path), "FULL")
+    assert str(path) in str(caught.value)
+    assert os.listdir(tmp_path) == [], "a file SQLite made would have its default mode, not the owner's only"

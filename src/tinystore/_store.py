@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ._clock import Clock
 from ._durations import parse_duration
-from ._errors import Closed, InvalidArgument
+from ._errors import Closed, Error, InvalidArgument
 from ._notify import Notifier
 from ._options import QueueOptions, parse_options
 from ._queue import Queue
@@ -43,7 +43,11 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
         raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
     if path.startswith(("postgresql://", "postgres://")):
         raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
-    return Store(path, DURABILITY[durability], clock or Clock())
+    try:
+        return Store(path, DURABILITY[durability], clock or Clock())
+    except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
+        where = f" ({exc.filename})" if exc.filename and exc.filename != os.path.abspath(path) else ""
+        raise Error(f"cannot open the store {os.path.abspath(path)}: {exc.strerror or exc}{where}") from exc
 
 
 class Store:
