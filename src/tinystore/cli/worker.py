@@ -9,12 +9,14 @@ the store ends this process's leases, as after a crash.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from tinystore import Store
@@ -72,6 +74,9 @@ def load_store(target: str) -> Store:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
+        if not _names_the_target(exc, module_name):
+            _print_traceback(exc)  # where in the application the import failed; the one-line error follows
+        _close_every_store()  # a package above it, or the module before it failed, may have opened one
         raise CommandError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
     found: Any = module
     try:
@@ -82,11 +87,38 @@ def load_store(target: str) -> Store:
         if not isinstance(found, Store):
             raise CommandError(f"{target} is a {type(found).__name__}, not a tinystore.Store")
     except CommandError:
-        for value in vars(module).values():  # the stores the module opened leave no trace of this process
-            if isinstance(value, Store):
-                value.close()
+        _close_every_store()
         raise
     return found
+
+
+def _close_every_store() -> None:
+    """Close the stores the application's modules opened, wherever they keep them, so that a refused
+    worker leaves no trace of its process in them. This process opened no other store."""
+    for value in gc.get_objects():
+        if isinstance(value, Store):
+            value.close()
+
+
+def _names_the_target(exc: Exception, module_name: str) -> bool:
+    """Whether the import failed because MODULE (or a package above it) is not there: nothing to trace."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    return missing is not None and (module_name == missing or module_name.startswith(missing + "."))
+
+
+def _print_traceback(exc: Exception) -> None:
+    """The traceback of a failed import on stderr, from the application's first frame: the frames of this
+    command and of importlib come before it and say nothing about the application."""
+    tb = exc.__traceback__
+    while tb is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def _is_machinery(filename: str) -> bool:
+    return (filename == __file__ or filename.startswith("<frozen importlib")
+            or os.path.dirname(filename) == os.path.dirname(importlib.__file__))
 
 
 def _queue_list(text: str | None) -> list[str] | None:
