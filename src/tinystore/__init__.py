@@ -19,6 +19,8 @@ survives, and runs at least once. The package's modules:
 - ``cli/``         the ``tinystore`` command
 """
 
+import logging
+
 from ._answers import Fail, Retry, Snooze
 from ._clock import Clock
 from ._errors import Closed, Conflict, Error, InvalidArgument, LimitExceeded, StoreCorrupt
@@ -27,6 +29,10 @@ from ._queue import Queue
 from ._run import AsyncRun, Run
 from ._store import Store, open
 from ._transaction import Transaction
+
+# A library logs, the application decides where to: nothing is printed unless logging is configured
+# (the ``tinystore worker`` command configures it).
+logging.getLogger("tinystore").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

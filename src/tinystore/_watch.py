@@ -1,16 +1,20 @@
 """Watching jobs (JOB-13): one reader per store, however many watchers.
 
-Each watcher registers the job it follows. On every change of the store (a
-commit here, or another process's commit seen by the notifier) and when the
-clock jumps, one thread reads every watched job in one query, and the place
-(``ahead``) of every watched waiting job in one more per queue, and hands
-each watcher the states that changed. A job that is gone was cancelled when
-a cancel marked it, else it was done and removed at once.
+A watch first registers its job in the store; from that commit on, every
+change of the job (state, time, attempt, error, progress) is logged beside
+it, by any process. On every change of the store (a commit here, or another
+process's commit seen by the notifier) and when the clock jumps, one thread
+reads every watched job and the changes logged since it last looked, in one
+snapshot, and the place (``ahead``) of every watched waiting job in one more
+query per queue. So a watcher sees each state a job went through, however
+fast it moved; only ``ahead`` is read when the watcher looks. A job that left
+was cancelled when a cancel marked it, else it was done and removed at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import queue as queue_module
 import threading
 from dataclasses import replace
@@ -18,7 +22,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterat
 
 from ._errors import Closed
 from ._jobstate import JobState, state_of
-from .backends._base import JobRow
+from ._values import from_timestamp
+from .backends._base import Change, JobRow
 
 if TYPE_CHECKING:
     from ._queue import Queue
@@ -28,12 +33,23 @@ ENDED = ("done", "failed", "cancelled")
 
 
 class _Watcher:
-    def __init__(self, queue: "Queue", seq: int, deliver: Callable[[JobState], None]):
+    def __init__(self, queue: "Queue", seq: int, cursor: int, deliver: Callable[[JobState], None]):
         self.queue = queue
         self.seq = seq
+        self.cursor = cursor  # the id of the last change of the job this watcher has seen
         self.deliver = deliver
         self.last: Optional[JobState] = None
-        self.seen: Any = None  # what ``last`` was read from: (row, due, ahead)
+
+    def tell(self, state: JobState) -> bool:
+        """Deliver ``state`` where it differs from the last one; False once nobody reads this watcher."""
+        if self.last is not None and state.watched() == self.last.watched():
+            return True
+        self.last = state
+        try:
+            self.deliver(state)
+        except RuntimeError:  # an async watcher's event loop was closed: nobody reads it any more
+            return False
+        return True
 
 
 class Watches:
@@ -59,6 +75,12 @@ class Watches:
     def _remove(self, watcher: _Watcher) -> None:
         with self._lock:
             self._watchers.discard(watcher)
+            still = any(w.seq == watcher.seq for w in self._watchers)
+        if not still:
+            try:
+                self._store._backend.watch_end(self._store._owner, watcher.seq)  # not waited for
+            except Closed:
+                pass  # closing the store ends its process's watches
 
     def close(self) -> None:
         """End every watch: each watcher's next step raises Closed."""
@@ -80,14 +102,22 @@ class Watches:
             raise Closed(f"the store {self._store.path!r} was closed while this job was watched")
         return state
 
-    def _first(self, queue: "Queue", id: str) -> Optional[tuple[int, JobState]]:
-        now = self._store.clock.now()
-        row = queue._visible(self._store._backend.get(queue.name, id), now)
+    def _first(self, queue: "Queue", id: str) -> Optional[tuple[int, int, JobState]]:
+        """Register the job as watched, then read it: every change after that read is logged."""
+        store = self._store
+        row = store._backend.get(queue.name, id)
+        if queue._visible(row, store.clock.now()) is None:
+            return None
+        store._backend.watch_begin(store._owner, row.seq).result()
+        rows, changes = store._backend.watched({row.seq: 0})
+        cursor = changes[-1].id if changes else 0  # its changes so far are what the row shows
+        now = store.clock.now()
+        row = queue._visible(rows.get(row.seq), now)
         if row is None:
             return None
         state = queue._state(row, now)
         state.ahead  # read now, so that later changes of ahead are seen as changes
-        return row.seq, state
+        return row.seq, cursor, state
 
     def _loop(self) -> None:
         while not self._closed:
@@ -107,32 +137,38 @@ class Watches:
             watchers = list(self._watchers)
         if not watchers:
             return
-        backend, now = self._store._backend, self._store.clock.now()
-        rows = backend.get_many(sorted({w.seq for w in watchers}))
-        ahead = self._ahead(rows.values(), now)
-        states: dict[int, JobState] = {}
+        cursors: dict[int, int] = {}
         for w in watchers:
-            row = rows.get(w.seq)
-            seen = (row, row is not None and row.at <= now, ahead.get(w.seq, 0))
-            if row is not None and seen == w.seen:
-                continue  # nothing it shows changed since this watcher's last look
-            state = states.get(w.seq)
-            if state is None:
-                if row is not None:
-                    state = state_of(row, now, w.queue.options.attempts, seen[2])
-                elif w.last is not None:
-                    state = replace(w.last, state="cancelled" if backend.was_cancelled(w.seq) else "done",
-                                    progress=None, _ahead=0)
-                else:
-                    continue
-                states[w.seq] = state
-            w.seen = seen
-            if w.last is None or state.watched() != w.last.watched():
-                w.last = state
-                try:
-                    w.deliver(state)
-                except RuntimeError:  # an async watcher's event loop was closed: nobody reads it any more
-                    self._remove(w)
+            cursors[w.seq] = min(w.cursor, cursors.get(w.seq, w.cursor))
+        rows, changes = self._store._backend.watched(cursors)
+        now = self._store.clock.now()
+        ahead = self._ahead(rows.values(), now)
+        by_job: dict[int, list[Change]] = {}
+        for change in changes:
+            by_job.setdefault(change.job, []).append(change)
+        for w in watchers:
+            if not self._tell(w, [c for c in by_job.get(w.seq, ()) if c.id > w.cursor], rows.get(w.seq),
+                              ahead.get(w.seq, 0), now):
+                self._remove(w)
+
+    def _tell(self, w: _Watcher, changes: list[Change], row: Optional[JobRow], ahead: int, now: float) -> bool:
+        """Tell a watcher each state its job went through since it last looked, then the state it is in."""
+        assert w.last is not None
+        if changes:
+            w.cursor = changes[-1].id
+        for change in changes[:-1]:  # the last change is what the row is now
+            if not w.tell(_state_at(w.last, change, now)):
+                return False
+        if row is not None:
+            return w.tell(state_of(row, now, w.queue.options.attempts, ahead))
+        # It left: cancelled where a cancel marked it, else done and removed at once, by the attempt
+        # its removal logged.
+        final = replace(w.last, progress=None, _ahead=0)
+        if self._store._backend.was_cancelled(w.seq):
+            return w.tell(replace(final, state="cancelled"))
+        if changes and changes[-1].state is None:
+            final = replace(final, attempt=changes[-1].attempt, error=None)
+        return w.tell(replace(final, state="done", error=None))
 
     def _ahead(self, rows: Iterable[JobRow], now: float) -> dict[int, int]:
         """The place of every watched waiting job, by seq: one query per queue, not one per job."""
@@ -150,8 +186,8 @@ class Watches:
         first = self._first(queue, id)
         if first is None:
             return None, None
-        seq, state = first
-        watcher = _Watcher(queue, seq, deliver)
+        seq, cursor, state = first
+        watcher = _Watcher(queue, seq, cursor, deliver)
         watcher.last = state
         self._add(watcher)
         self._poke.set()  # catch a change made between the first read and the registration
@@ -183,3 +219,13 @@ class Watches:
                 yield state
         finally:
             self._remove(watcher)
+
+
+def _state_at(last: JobState, change: Change, now: float) -> JobState:
+    """The job as one logged change left it, from the last state told (its id, payload and group stay)."""
+    state = "done" if change.state is None else change.state
+    if state == "queued":
+        state = "scheduled" if change.at > now else "waiting"
+    progress = json.loads(change.progress) if change.progress is not None else None
+    return replace(last, state=state, at=from_timestamp(change.at), attempt=change.attempt, error=change.error,
+                   progress=progress, _ahead=0)

@@ -35,6 +35,19 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class Change:
+    """One change of a watched job, in commit order; ``state`` is None where the job left the queue."""
+
+    id: int
+    job: int
+    state: Optional[str]
+    at: float
+    attempt: int
+    error: Optional[str]
+    progress: Optional[str]
+
+
+@dataclass(frozen=True)
 class NewJob:
     id: str
     payload: str
@@ -103,14 +116,23 @@ class Backend(ABC):
     def get(self, queue: str, id: str) -> Optional[JobRow]: ...
 
     @abstractmethod
-    def get_many(self, seqs: list[int]) -> dict[int, JobRow]: ...
-
-    @abstractmethod
     def ahead(self, row: JobRow, now: float) -> int: ...
 
     @abstractmethod
     def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
         """``ahead`` of several waiting jobs of one queue, by seq, in one query."""
+
+    @abstractmethod
+    def watch_begin(self, owner: int, seq: int) -> Future:
+        """From its commit on, every change of the job is logged for this process's watchers (JOB-13)."""
+
+    @abstractmethod
+    def watch_end(self, owner: int, seq: int) -> Future: ...
+
+    @abstractmethod
+    def watched(self, cursors: dict[int, int]) -> tuple[dict[int, JobRow], list[Change]]:
+        """In one snapshot: the jobs (by seq), and the changes of each logged after its cursor (a change
+        id), in order."""
 
     @abstractmethod
     def was_cancelled(self, seq: int) -> bool: ...

@@ -22,7 +22,7 @@ from ..._errors import Conflict, InvalidArgument
 from ..._options import QueueOptions
 from ..._settle import Requeue
 from ..._transaction import Transaction
-from .._base import Backend, Cycle, JobRow, NewJob, Settlement
+from .._base import Backend, Change, Cycle, JobRow, NewJob, Settlement
 from . import _claim, _groups, _jobs, _leases, _liveness
 from ._connection import begin_immediate, check_file, connect, corrupt, is_busy, poll_for_the_write_lock
 from ._sql import MIGRATIONS, Q
@@ -90,6 +90,7 @@ class SQLiteBackend(Backend):
             for other, _, _ in conn.execute(Q.process_list).fetchall():
                 if other != owner and not _liveness.is_alive(self._lock_path, other):
                     _leases.end_owner(conn, other, self._options_in, now)
+                    conn.execute(Q.watched_delete_owner, (other,))
                     conn.execute(Q.process_delete, (other,))
             return owner
         self._owner = self._writer.submit(op).result()
@@ -100,6 +101,7 @@ class SQLiteBackend(Backend):
             owner = self._owner
 
             def leave(conn: sqlite3.Connection) -> None:
+                conn.execute(Q.watched_delete_owner, (owner,))
                 conn.execute(Q.process_delete, (owner,))
                 # Released before the commit, while no other process can register: released after it, a
                 # process opening meanwhile would be given this id and find its byte still locked.
@@ -189,11 +191,6 @@ class SQLiteBackend(Backend):
             row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
         return JobRow(*row) if row else None
 
-    def get_many(self, seqs: list[int]) -> dict[int, JobRow]:
-        with self._read() as conn:
-            rows = conn.execute(Q.jobs_by_seqs, (json.dumps(seqs),)).fetchall()
-        return {r[0]: JobRow(*r) for r in rows}
-
     def ahead(self, row: JobRow, now: float) -> int:
         args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
         with self._read() as conn:
@@ -205,6 +202,21 @@ class SQLiteBackend(Backend):
         args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": json.dumps([r.seq for r in rows])}
         with self._read() as conn:
             return dict(conn.execute(Q.ahead_many, args).fetchall())
+
+    def watch_begin(self, owner: int, seq: int) -> Future:
+        return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
+
+    def watch_end(self, owner: int, seq: int) -> Future:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(Q.watched_delete, (seq, owner))
+            conn.execute(Q.changes_prune_job, (seq,))
+        return self.submit(op)
+
+    def watched(self, cursors: dict[int, int]) -> tuple[dict[int, JobRow], list[Change]]:
+        with self._read() as conn:  # one snapshot: each row is what its last change made it
+            rows = conn.execute(Q.jobs_by_seqs, (json.dumps(list(cursors)),)).fetchall()
+            changes = [Change(*c) for c in conn.execute(Q.changes_since, (json.dumps(list(cursors.items())),))]
+        return {r[0]: JobRow(*r) for r in rows}, changes
 
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
@@ -354,6 +366,7 @@ class SQLiteBackend(Backend):
             if count < batch:
                 break
         self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
+                                  conn.execute(Q.changes_prune),
                                   conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
         return {"removed": removed}
 
@@ -370,6 +383,15 @@ class SQLiteBackend(Backend):
 
 
 def _statements(script: str) -> list[str]:
-    """Split a migration into statements (migrations hold no triggers, so ';' ends each)."""
-    body = "\n".join(line for line in script.splitlines() if not line.strip().startswith("--"))
-    return [s.strip() for s in body.split(";") if s.strip()]
+    """Split a migration into statements; a trigger's body, with its own ';', stays whole."""
+    statements, part = [], ""
+    for line in script.splitlines():
+        if line.strip().startswith("--"):
+            continue
+        part += line + "\n"
+        if sqlite3.complete_statement(part):
+            statements.append(part.strip())
+            part = ""
+    if part.strip():
+        statements.append(part.strip())
+    return statements

@@ -389,3 +389,30 @@ DELETE FROM tinystore_leases WHERE job = ?;
 -- name: leases_held
 -- Which of these jobs (a JSON array) a process still holds.
 SELECT job FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
+
+-- name: watched_insert
+-- A process begins to watch a job: from its commit on, the job's changes are logged.
+INSERT OR IGNORE INTO tinystore_watched (job, owner) VALUES (?, ?);
+
+-- name: watched_delete
+-- A process no longer watches a job.
+DELETE FROM tinystore_watched WHERE job = ? AND owner = ?;
+
+-- name: watched_delete_owner
+-- A process that closed or died watches nothing.
+DELETE FROM tinystore_watched WHERE owner = ?;
+
+-- name: changes_prune_job
+-- The changes of a job nobody watches any more.
+DELETE FROM tinystore_changes WHERE job = ?1 AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = ?1);
+
+-- name: changes_prune
+-- The changes of every job nobody watches (left by processes that died).
+DELETE FROM tinystore_changes WHERE job NOT IN (SELECT job FROM tinystore_watched);
+
+-- name: changes_since
+-- The changes of several watched jobs, each after its own cursor (a JSON array of [seq, change id]),
+-- in commit order: each job's are read from the (job, id) index.
+SELECT c.id, c.job, c.state, c.at, c.attempt, c.error, c.progress
+FROM json_each(?) AS w JOIN tinystore_changes AS c ON c.job = w.value ->> 0 AND c.id > w.value ->> 1
+ORDER BY c.id;
