@@ -111,3 +111,45 @@ def test_each_failure_is_logged_with_its_queue_job_id_and_attempt(app: App) -> N
     assert second.endswith("[queue=boom job=b1 attempt=2]") and "ValueError: boom b1" in second
     job = boom.get("b1")
     assert (job.state, job.attempt) == ("failed", 2)
+
+
+def test_log_level_debug_shows_tinystore_debug_records_each_ending_with_its_queue_job_and_attempt(app: App) -> None:
+    app.open().queue("echo").add({}, id="e1")
+    worker = app.serving("--log-level", "debug", "--queues", "echo")
+    starts = worker.wait_for("DEBUG tinystore.worker: echo/e1 attempt 1 starts", "err")
+    done = worker.wait_for("INFO tinystore.worker: echo/e1 attempt 1 done", "err")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert starts.endswith("[queue=echo job=e1 attempt=1]"), starts
+    assert done.endswith("[queue=echo job=e1 attempt=1]"), done
+
+
+QUIET_APP = """
+import logging
+
+logging.getLogger().setLevel(logging.WARNING)  # the application quiets its libraries
+
+from app_jobs import store
+"""
+
+
+def test_log_level_debug_shows_tinystore_records_even_when_the_application_sets_the_root_logger_higher(
+        app: App) -> None:
+    (app.folder / "quiet_app.py").write_text(QUIET_APP)
+    app.open().queue("echo").add({}, id="e1")
+    worker = app.worker("--log-level", "debug", "--queues", "echo", target="quiet_app:store")
+    worker.wait_for("INFO tinystore.store: serving", "err")
+    starts = worker.wait_for("DEBUG tinystore.worker: echo/e1 attempt 1 starts", "err")
+    assert starts.endswith("[queue=echo job=e1 attempt=1]"), starts
+    worker.wait_for("ran echo e1 1")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def test_at_the_default_log_level_the_worker_shows_no_debug_records(app: App) -> None:
+    app.open().queue("echo").add({}, id="e1")
+    worker = app.serving("--queues", "echo")
+    worker.wait_for("INFO tinystore.worker: echo/e1 attempt 1 done", "err")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert not [line for line in worker.err if " DEBUG " in line], worker.err

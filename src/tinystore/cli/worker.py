@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace, "--grace")
     queues = _queue_list(args.queues)
     store = load_store(args.target)
+    _tinystore_level(args.log_level)  # again: importing the application may have changed it
     try:
         served = [q.name for q in store._served(queues)]
         if not served:
@@ -174,8 +175,16 @@ class Formatter(logging.Formatter):
 
 
 def configure_logging(level: str) -> None:
+    """Records at ``level`` and above go to stderr, tinystore's own whatever the application does to the
+    root logger's level (``logging.getLogger().setLevel(logging.WARNING)`` to quiet its libraries)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(Formatter())
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level.upper())
+    _tinystore_level(level)
+
+
+def _tinystore_level(level: str) -> None:
+    """The level of the ``tinystore`` logger, which its ``tinystore.*`` loggers inherit: --log-level's."""
+    logging.getLogger("tinystore").setLevel(level.upper())
