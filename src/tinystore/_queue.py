@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Queue:
-    """A named queue of a store. Get one with ``store.queue(name, **options)``."""
+    """A named queue of a store. Get one with ``store.queue(name, ...)``, which lists its options."""
 
     def __init__(self, store: "Store", name: str, options: QueueOptions):
         self.store = store

@@ -29,6 +29,16 @@ DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
 MAINTAIN_EVERY = 60.0
 
 
+class _Kept:
+    """An option not given to ``store.queue``: it keeps the value the store keeps."""
+
+    def __repr__(self) -> str:
+        return "kept"
+
+
+KEPT: Any = _Kept()
+
+
 def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None) -> "Store":
     """Open the store in a SQLite file, creating the file and tinystore's tables where absent.
 
@@ -86,13 +96,44 @@ class Store:
 
     # Queues
 
-    def queue(self, name: str, **options: Any) -> Queue:
-        """The queue ``name``. Options given are kept in the store and apply in every process."""
+    def queue(self, name: str, *, concurrency: Any = KEPT, rate: Any = KEPT, group_concurrency: Any = KEPT,
+              group_rate: Any = KEPT, attempts: Any = KEPT, backoff: Any = KEPT, timeout: Any = KEPT,
+              lease: Any = KEPT, dedupe: Any = KEPT, keep: Any = KEPT, **unknown: Any) -> Queue:
+        """The queue ``name``, with the options given changed for every process.
+
+        The options are kept in the store, so every process enforces the same
+        ones; an option not given keeps its kept value (``kept``), or its
+        default for a new queue:
+
+        - ``concurrency=None``: live leases of the queue at once, across every process (LIM-01).
+        - ``rate=None``: job starts per period, across every process: ``"600/m"``, ``(5, "1s")`` (LIM-03).
+        - ``group_concurrency=None``, ``group_rate=None``: the same, for each group (LIM-02, LIM-03).
+        - ``attempts=10``: attempts counted before the job fails for good (JOB-04, JOB-07).
+        - ``backoff=("1s", "1h")``: the first and the longest wait before a retry, doubling, ±10 % (JOB-07).
+        - ``timeout="1m"``: how long one run of the handler may take, from when it begins; ``None`` for
+          no timeout (JOB-09).
+        - ``lease="30s"``: how long a vanished worker keeps a job; renewed every lease/2 (JOB-05).
+        - ``dedupe=0``: how long a done job is kept, so that its id adds nothing (JOB-10, JOB-11).
+        - ``keep="7d"``: how long a failed job is kept with its error (JOB-11).
+
+        Durations are ``"500ms"``, ``"30s"``, ``"10m"``, ``"1h30m"``, ``"7d"``, seconds or a
+        ``timedelta``. A bad option is ``InvalidArgument``, and nothing is kept.
+        """
+        given = {k: v for k, v in (("concurrency", concurrency), ("rate", rate),
+                                   ("group_concurrency", group_concurrency), ("group_rate", group_rate),
+                                   ("attempts", attempts), ("backoff", backoff), ("timeout", timeout),
+                                   ("lease", lease), ("dedupe", dedupe), ("keep", keep)) if v is not KEPT}
+        return self._queue(name, {**given, **unknown})
+
+    def _queue(self, name: str, options: dict[str, Any]) -> Queue:
         self._check_open()
         check_queue_name(name)
         with self._lock:
             kept = self._backend.load_options(name)
-            wanted = parse_options(kept or QueueOptions(), options)
+            try:
+                wanted = parse_options(kept or QueueOptions(), options)
+            except InvalidArgument as exc:
+                raise type(exc)(str(exc), queue=name) from None
             if kept is None or wanted != kept:
                 self._backend.save_options(name, wanted).result()
             queue = self._queues.get(name)

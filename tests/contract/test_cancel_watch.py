@@ -594,6 +594,54 @@ def test_JOB_13_a_watcher_sees_changes_made_by_another_process(
             child.wait(WAIT)
 
 
+FAST_CHILD = """
+import sys
+import tinystore
+
+store = tinystore.open(sys.argv[1])
+q = store.queue("fast", backoff=("1ms", "1ms"))
+
+@q.work
+def handler(payload, run):
+    if run.attempt < 3:
+        raise RuntimeError(f"attempt {run.attempt} fails")
+    for n in range(3):
+        run.progress({"n": n})
+
+print("serving", flush=True)
+while store.queue("fast").get("j") is not None:
+    store.run_until_idle()
+store.close()
+"""
+
+
+def test_JOB_13_a_watcher_sees_the_running_state_of_every_attempt_however_fast_the_job_moves(
+        open_store: Callable[..., tinystore.Store], store_path: str, child_env: dict) -> None:
+    # Another process runs the job: it fails twice and succeeds at once, reporting progress as it
+    # goes, while this process only reads. The watcher must see attempts 1, 2 and 3 running, each
+    # progress report and the end, in order.
+    store = open_store()
+    q = store.queue("fast")
+    q.add({}, id="j")
+    watcher = Follower(q, "j")
+    assert watcher.next().state == "waiting"
+    child = start_child(FAST_CHILD, store_path, env=child_env)
+    try:
+        seen = []
+        while not seen or seen[-1][0] not in ("done", "failed", "cancelled"):
+            state = watcher.next()
+            seen.append((state.state, state.attempt, state.progress))
+        assert child.wait(WAIT) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(WAIT)
+    running = [(attempt, progress) for state, attempt, progress in seen if state == "running"]
+    assert [a for a, p in running if p is None] == [1, 2, 3], seen
+    assert [p for a, p in running if p is not None] == [{"n": 0}, {"n": 1}, {"n": 2}], seen
+    assert seen[-1][:2] == ("done", 3), seen
+
+
 # progress
 
 

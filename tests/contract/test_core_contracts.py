@@ -815,6 +815,71 @@ def test_JOB_09_a_sync_handler_past_its_timeout_fails_its_attempt_and_its_late_a
     assert "timeout" in job.error
 
 
+def wait_for(q: tinystore.Queue, id: str, state: str) -> tinystore.JobState:
+    """The job once it is in ``state``, as a watcher sees it (fails the test if it ends otherwise)."""
+    for seen in q.watch(id):
+        if seen.state == state:
+            return seen
+    raise AssertionError(f"{id} ended without being {state}")
+
+
+@pytest.mark.parametrize("kind", ["async", "def"])
+def test_JOB_09_a_timeout_counts_from_its_own_handlers_beginning_and_ends_only_its_own_attempt(
+        store, clock, gate, kind):
+    # A begins, 0.6 s later B begins in a claim of its own; 0.6 s later A is past the timeout of 1 s
+    # and B is not: A's attempt fails, B runs on and is done.
+    q = store.queue("work", timeout="1s", attempts=1, keep="1h", dedupe="1h")
+    began = {"A": threading.Event(), "B": threading.Event()}
+    release = {"A": gate(), "B": gate()}
+
+    if kind == "async":
+        async def handler(payload, run):
+            began[payload].set()
+            while not release[payload].is_set():
+                await asyncio.sleep(0.002)
+    else:
+        def handler(payload, run):
+            began[payload].set()
+            release[payload].wait(WAIT)
+    q.work(handler)
+    store.start()
+    try:
+        q.add("A", id="A")
+        assert began["A"].wait(WAIT)
+        clock.advance("0.6s")
+        q.add("B", id="B")
+        assert began["B"].wait(WAIT)
+        clock.advance("0.6s")
+        release["A"].set()
+        assert "timeout" in wait_for(q, "A", "failed").error
+        release["B"].set()
+        assert wait_for(q, "B", "done").attempt == 1
+    finally:
+        for event in release.values():
+            event.set()
+        store.stop()
+
+
+def test_JOB_09_timeout_None_lets_a_handler_run_as_long_as_it_takes(store, clock, gate):
+    q = store.queue("long", timeout=None, attempts=1, lease="1d")  # one jump of the clock, no renewal needed
+    started, release = threading.Event(), gate()
+
+    def handler(payload, run):
+        started.set()
+        release.wait(WAIT)
+        assert not run.cancelled
+
+    q.work(handler)
+    q.add({}, id="j")
+    bg = Background(store.run_until_idle)
+    assert started.wait(WAIT)
+    clock.advance("2h")  # past the default timeout of a minute, many times
+    release.set()
+    bg.join()
+    assert q.get("j") is None, f"the job must be done, not {q.get('j')}"
+    assert store.queue("long").options.timeout is None, "None is kept as no timeout"
+
+
 # ---------------------------------------------------------------------------
 # LIM-04: a value over its limit is refused with a clear error, nothing written
 
