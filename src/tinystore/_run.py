@@ -38,23 +38,30 @@ async def written(future: Future) -> Any:
     return await asyncio.wrap_future(future)
 
 
+ATTRIBUTES = """
+
+    It describes the attempt:
+
+    - ``id``: the job's id; ``queue``: its queue's name; ``group``: its group, or None.
+    - ``attempt``: this attempt's number, from 1 (a snoozed job's next run has the same number).
+    - ``at``: when the job was due for this run, an aware UTC ``datetime``.
+    - ``cancelled``: turns true when the handler should stop: the job was cancelled (JOB-12), or
+      this attempt ran past the queue's timeout (JOB-09). An async handler is cancelled as well; a
+      ``def`` handler, which cannot be stopped from outside, should check it between pieces of work.
+      After a cancel nothing it writes through tinystore takes effect; after a timeout its attempt
+      has failed whatever it returns, and a step it finishes meanwhile is still kept.
+    """
+
+
 class _Attempt:
     """What both kinds of run share: the attempt, its answers, its steps' bookkeeping."""
 
     queue: str
-    """The queue's name."""
     id: str
-    """The job's id."""
     attempt: int
-    """This attempt's number, from 1; a snoozed job's next run has the same number."""
     group: Optional[str]
-    """The job's group, or None."""
     at: datetime
-    """When the job was due for this run (aware, UTC)."""
     cancelled: bool
-    """True once the handler should stop: the job was cancelled (JOB-12), or this attempt ran past the
-    queue's timeout (JOB-09). A ``def`` handler, which cannot be stopped from outside, should check it
-    between pieces of work; nothing it writes through tinystore afterwards takes effect."""
 
     def __init__(self, backend: Any, queue: str, seq: int, id: str, attempt: int, group: Optional[str], at: float):
         self._backend = backend
@@ -144,7 +151,7 @@ class _Attempt:
 
 
 class Run(_Attempt):
-    """The run of a plain ``def`` handler, in a worker thread."""
+    __doc__ = """The run of a plain ``def`` handler, in a worker thread.""" + ATTRIBUTES
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Return fn's answer, kept under the job: a later attempt gets it back without calling fn."""
@@ -163,7 +170,7 @@ class Run(_Attempt):
 
 
 class AsyncRun(_Attempt):
-    """The run of an ``async def`` handler, on the worker's event loop."""
+    __doc__ = """The run of an ``async def`` handler, on the worker's event loop.""" + ATTRIBUTES
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Return fn's answer (fn sync or async), kept under the job: a later attempt gets it back."""
