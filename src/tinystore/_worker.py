@@ -5,7 +5,9 @@ keeps one claim cycle in flight at a time; a cycle settles the attempts that
 finished since the last one and claims for the free slots in the same
 transaction. ``async def`` handlers run on the loop; ``def`` handlers in
 the worker's handler threads (``_threads``). Between cycles a runner sleeps
-until a handler finishes, the store changes, or the next job is due.
+until a handler finishes, the store changes, or the next job is due. An
+attempt holds its slot until its handler has returned, so a runner never has
+more handlers running than slots, whatever their timeouts (``Deadlines``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import logging
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._run import AsyncRun, Run, written
 from ._answers import Retry, Snooze
+from ._run import AsyncRun, Run, written
 from ._settle import LOST_LEASE, Done, Errored, Requeue, decide
 from ._threads import HandlerThreads
 from .backends._base import Claimed, Settlement
