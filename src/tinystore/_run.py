@@ -74,6 +74,7 @@ class _Attempt:
         self.at = from_timestamp(at)
         self.cancelled = False
         self._began: Optional[float] = None  # when the handler began, by the store's clock
+        self._finished: Optional[float] = None  # when it returned or raised
         self._timed_out: Optional[float] = None  # the timeout it ran past: it fails whatever it answers
         self._taken_away = False  # the job was cancelled: its lease is gone, its answer settles nothing
 

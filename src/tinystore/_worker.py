@@ -147,22 +147,32 @@ class QueueRunner:
             task.cancel()
 
     async def _run(self, c: Claimed, run: AsyncRun) -> None:
-        run._began = self.store.clock.now()
+        clock = self.store.clock
+        run._began = clock.now()
         try:
             answer = await self.handler(json.loads(c.payload), run)
         except BaseException as exc:  # cancellation too: _ended tells what each means
+            run._finished = clock.now()
             self._ended(c, run, None, exc)
         else:
+            run._finished = clock.now()
             self._ended(c, run, answer, None)
 
     def _call(self, c: Claimed, run: Run) -> Any:
         """A ``def`` handler's call, in a handler thread."""
         run._began = self.store.clock.now()
-        return self.handler(json.loads(c.payload), run)
+        try:
+            return self.handler(json.loads(c.payload), run)
+        finally:
+            run._finished = self.store.clock.now()  # in its thread: the loop may hear of it later
 
     def _ended(self, c: Claimed, run: Any, answer: Any, exc: Optional[BaseException]) -> None:
         """An attempt's handler returned ``answer`` or raised ``exc`` (or was cancelled): settle it."""
         q = self.queue
+        timeout = q.options.timeout
+        if (run._timed_out is None and not run._taken_away and timeout is not None and run._began is not None
+                and run._finished is not None and run._finished - run._began >= timeout):
+            run._timed_out = timeout  # it ended past its timeout before the timer could stop it (a busy loop)
         if run._timed_out is not None:  # whatever it answered late, the attempt failed by its timeout (JOB-09)
             answer = Errored(f"timeout: the handler ran past the queue's timeout of {run._timed_out:g}s")
         elif run._taken_away:

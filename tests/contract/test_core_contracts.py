@@ -860,6 +860,23 @@ def test_JOB_09_a_timeout_counts_from_its_own_handlers_beginning_and_ends_only_i
         store.stop()
 
 
+def test_JOB_09_a_handler_that_answers_past_its_timeout_before_the_timer_fired_still_fails_by_it(store, clock):
+    # The loop is busy past the deadline (here: the handler itself moves the clock without yielding),
+    # so the handler's answer is heard before the timer: the attempt ran past its timeout all the same.
+    q = store.queue("busy", timeout="1s", attempts=1, keep="1h")
+
+    async def handler(payload, run):
+        clock.advance("1.5s")
+        return None
+
+    q.work(handler)
+    q.add({}, id="j")
+    run_until_idle(store)
+    job = q.get("j")
+    assert job is not None and job.state == "failed", f"an answer past the timeout must not be done: {job}"
+    assert job.error.startswith("timeout")
+
+
 def test_JOB_09_timeout_None_lets_a_handler_run_as_long_as_it_takes(store, clock, gate):
     q = store.queue("long", timeout=None, attempts=1, lease="1d")  # one jump of the clock, no renewal needed
     started, release = threading.Event(), gate()
