@@ -1,4 +1,10 @@
-"""Durations ("500ms", "1h30m", 30, timedelta) and rates ("600/m", (5, "1s")) as seconds."""
+"""Durations ("500ms", "1h30m", 30, timedelta) and rates ("600/m", (5, "1s")) as seconds.
+
+A duration is zero or more seconds, at most 1000 years (365,250 days): a
+delay, backoff, timeout, lease or kept time past that is a mistake, and any
+time of the clock plus one of them is still a time a job can have (years 1
+to 9999).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from ._errors import InvalidArgument
 Duration = Union[str, int, float, timedelta]
 Rate = Union[str, tuple]
 
+MAX_DURATION = 365_250 * 86400.0  # 1000 years
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _RATE = re.compile(r"\s*(\d+)\s*/\s*(\d*)\s*(ms|s|m|h|d)\s*")
@@ -23,7 +30,10 @@ def parse_duration(value: Duration, what: str = "duration") -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = float("inf")
     elif isinstance(value, str):
         text = value.strip()
         pos, seconds = 0, 0.0
@@ -40,6 +50,9 @@ def parse_duration(value: Duration, what: str = "duration") -> float:
         raise InvalidArgument(f"{what} must be a duration, not {type(value).__name__} {value!r}")
     if seconds != seconds or seconds < 0 or seconds == float("inf"):
         raise InvalidArgument(f"{what} {value!r} must be a finite number of seconds, zero or more")
+    if seconds > MAX_DURATION:
+        raise InvalidArgument(f"{what} {value!r} is longer than a duration may be: at most 1000 years "
+                              f"(365250d, {MAX_DURATION:.0f} seconds)")
     return seconds
 
 
@@ -57,4 +70,6 @@ def parse_rate(value: Rate, what: str = "rate") -> tuple[int, float]:
         raise InvalidArgument(f"{what} {value!r} is not a rate such as '100/s', '600/m' or (5, '1s')")
     if count < 1 or period_s <= 0:
         raise InvalidArgument(f"{what} {value!r} must allow at least one start in a positive period")
+    if period_s > MAX_DURATION:
+        raise InvalidArgument(f"{what} {value!r}: its period is longer than a duration may be (1000 years)")
     return count, period_s

@@ -11,7 +11,7 @@ from ._errors import InvalidArgument
 from ._jobstate import STATES, Job, JobState, state_of
 from ._options import QueueOptions
 from ._transaction import Transaction
-from ._values import check_text_id, encode_json, to_timestamp
+from ._values import check_text_id, check_time, encode_json, to_timestamp
 from .backends._base import JobRow, NewJob
 
 if TYPE_CHECKING:
@@ -62,11 +62,16 @@ class Queue:
         group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
         if job.at is not None and job.delay is not None:
             raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
-        due = now
         if job.at is not None:
             due = to_timestamp(job.at, self.name, id)
         elif job.delay is not None:
-            due = now + parse_duration(job.delay, "delay")
+            try:
+                delay = parse_duration(job.delay, "delay")
+            except InvalidArgument as exc:
+                raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
+            due = check_time(now + delay, f"now plus delay={job.delay!r}", self.name, id)
+        else:
+            due = check_time(now, "now, by the store's clock,", self.name, id)
         return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due)
 
     def _target(self, tx: Optional[Transaction], conn: Any) -> Any:
