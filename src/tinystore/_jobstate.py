@@ -56,16 +56,42 @@ class JobState:
 
 def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[], int]] = 0,
              added: bool = False) -> JobState:
-    """A JobState from a backend row; the state of a queued job is read from the time."""
+    """A JobState from a backend row; the state of a queued job is read from the time.
+
+    A row is read defensively, so that one damaged row never stops a read of
+    the whole queue: its text may come as bytes (read raw from the file), a
+    payload that is not UTF-8 JSON reads as None with an error that says so,
+    and a time outside years 1 to 9999 as the nearest end of that range.
+    """
     state = row.state
     if state == "queued":
         state = "scheduled" if row.at > now else "waiting"
+    payload, unreadable = _json(row.payload)
+    progress, _ = _json(row.progress)
+    error = _text(row.error)
+    if unreadable is not None and error is None:
+        error = f"its payload could not be read: {unreadable}"
     return JobState(
-        id=row.id, queue=row.queue, state=state, payload=json.loads(row.payload), group=row.grp,
-        at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=row.error,
-        progress=json.loads(row.progress) if row.progress is not None else None, added=added,
-        _ahead=ahead if state == "waiting" else 0,
+        id=row.id, queue=row.queue, state=state, payload=payload, group=row.grp,
+        at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=error,
+        progress=progress, added=added, _ahead=ahead if state == "waiting" else 0,
     )
+
+
+def _json(raw: Union[str, bytes, None]) -> tuple[Any, Optional[str]]:
+    """A stored JSON value (text, or the bytes in the file) and None, or None and why it could not be read."""
+    if raw is None:
+        return None, None
+    try:
+        return json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw), None
+    except UnicodeDecodeError as exc:
+        return None, f"its bytes in the file are not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except (ValueError, TypeError, RecursionError) as exc:
+        return None, f"it is not JSON ({exc})"
+
+
+def _text(raw: Union[str, bytes, None]) -> Optional[str]:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
 
 
 @dataclass(frozen=True)

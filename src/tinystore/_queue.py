@@ -6,6 +6,7 @@ import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
 from ._appconn import check_same_file, join_transaction, sqlite_connection_of
+from ._damage import mapped
 from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument
 from ._jobstate import STATES, Job, JobState, state_of
@@ -54,8 +55,9 @@ class Queue:
         now = self.store.clock.now()
         jobs = [self._new_job(item if isinstance(item, Job) else Job(item), now) for item in items]
         target = self._target(tx, conn)
-        results = self.store._backend.add(self.name, jobs, now, tx=target).result()
-        return [self._state(row, now, added=added) for row, added in results]
+        with mapped(self.store.path, self.name):
+            results = self.store._backend.add(self.name, jobs, now, tx=target).result()
+            return [self._state(row, now, added=added) for row, added in results]
 
     def _new_job(self, job: Job, now: float) -> NewJob:
         id = check_text_id(job.id, "id", self.name) if job.id is not None else _new_id(now)
@@ -109,8 +111,9 @@ class Queue:
         check_text_id(id, "id", self.name)
         self.store._check_open()
         now = self.store.clock.now()
-        row = self._visible(self.store._backend.get(self.name, id), now)
-        return self._state(row, now) if row else None
+        with mapped(self.store.path, self.name):
+            row = self._visible(self.store._backend.get(self.name, id), now)
+            return self._state(row, now) if row else None
 
     def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
              after: Optional[str] = None) -> list[JobState]:
@@ -125,7 +128,8 @@ class Queue:
             raise InvalidArgument(f"limit={limit!r} must be an int from 1 to 10000", queue=self.name)
         self.store._check_open()
         now = self.store.clock.now()
-        rows = self.store._backend.jobs(self.name, state, group, limit, after, now)
+        with mapped(self.store.path, self.name):
+            rows = self.store._backend.jobs(self.name, state, group, limit, after, now)
         return [self._state(r, now) for r in rows]
 
     # Changing
@@ -133,7 +137,8 @@ class Queue:
     def cancel(self, id: str) -> bool:
         """Take a scheduled, waiting or running job away (JOB-12); True where it took one."""
         check_text_id(id, "id", self.name)
-        row = self.store._backend.cancel(self.name, id, self.options, self.store.clock.now()).result()
+        with mapped(self.store.path, self.name):
+            row = self.store._backend.cancel(self.name, id, self.options, self.store.clock.now()).result()
         if row is None:
             return False
         self.store._tell_cancelled(row.seq)
@@ -142,7 +147,8 @@ class Queue:
     def retry(self, id: str) -> bool:
         """Run a failed job again, its attempts from zero; True where a failed job had that id."""
         check_text_id(id, "id", self.name)
-        return self.store._backend.retry_failed(self.name, id, self.store.clock.now()).result()
+        with mapped(self.store.path, self.name):
+            return self.store._backend.retry_failed(self.name, id, self.store.clock.now()).result()
 
     # Watching
 

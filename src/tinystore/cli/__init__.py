@@ -8,12 +8,15 @@
 - ``cancel``    take a job away
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
+- ``check``     read every page of a store file and say whether it is damaged
 - ``_common``   opening a store file, output for people or ``--json``, progress
+- ``_readonly`` reading a store without writing to it
 
-Exit status: 0 done; 1 the job was not in a state the command acts on;
-2 bad input (no such file, not a store, no such queue or job, bad JSON, a
-module that does not import), reported in one line on stderr with nothing
-changed; 130 interrupted.
+Exit status: 0 done; 1 the job was not in a state the command acts on (for
+``check``: the file is damaged); 2 bad input (no such file, not a store, no
+such queue or job, bad JSON, a module that does not import), reported in one
+line on stderr with nothing changed, and a damaged store met while reading
+(StoreCorrupt, saying to run ``tinystore check``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ import sys
 from typing import Optional, Sequence
 
 import tinystore
+from tinystore._damage import damaged, is_damage
 
-from . import add, cancel, jobs, maintain, retry, show, status, worker
+from . import add, cancel, check, jobs, maintain, retry, show, status, worker
 from ._common import CommandError
 
-COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain)
+COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain, check)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +69,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # stdout's reader left (| head): nothing more to say, and nowhere to say it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except sqlite3.DatabaseError as exc:
+        if is_damage(exc):  # met while reading or writing a store that opened: StoreCorrupt, as from open
+            file = getattr(args, "file", None)
+            return _fail(str(damaged(os.path.abspath(file) if file else "FILE", exc)), 2)
+        return _fail(f"{type(exc).__name__}: {exc}", 1)
     except (OSError, sqlite3.Error) as exc:
         return _fail(f"{type(exc).__name__}: {exc}", 1)
     except KeyboardInterrupt:

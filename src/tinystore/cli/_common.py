@@ -2,7 +2,9 @@
 
 An operations command never creates a file and never turns a file into a
 store: it checks, read-only, that the file exists, is a SQLite database and
-holds tinystore's tables before ``tinystore.open`` touches it.
+holds tinystore's tables before ``tinystore.open`` touches it. The commands
+that only read open it read-only (``_readonly``), so they work on a store
+this process may not write, and write nothing to it.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import os
 import sqlite3
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import tinystore
 from tinystore import JobState, Queue, Store
+from tinystore._damage import damaged, is_damage
+
+from ._readonly import connect_read_only, open_read_only
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -47,8 +51,19 @@ def add_job_arguments(parser: Any) -> None:
 
 # Opening
 
-def open_store(path: str) -> Store:
-    """Open an existing store file for an operation; refuse anything else before writing a byte."""
+def open_store(path: str, read_only: bool = False) -> Store:
+    """Open an existing store file for an operation; refuse anything else before writing a byte.
+
+    ``read_only``: for a command that only reads; nothing is written to the file.
+    """
+    check_sqlite_file(path, "a tinystore store")
+    if not _has_tinystore_tables(path):
+        raise CommandError(f"{path} is not a tinystore store: it has no tinystore tables")
+    return open_read_only(path) if read_only else tinystore.open(path)
+
+
+def check_sqlite_file(path: str, what: str) -> None:
+    """Refuse a path that is not an existing, readable file that begins as a SQLite database does."""
     if not os.path.exists(path):
         raise CommandError(f"no such file: {path}")
     if os.path.isdir(path):
@@ -59,22 +74,20 @@ def open_store(path: str) -> Store:
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror}") from None
     if header != SQLITE_HEADER:
-        raise CommandError(f"{path} is not a tinystore store: it is not a SQLite database")
-    if not _has_tinystore_tables(path):
-        raise CommandError(f"{path} is not a tinystore store: it has no tinystore tables")
-    return tinystore.open(path)
+        raise CommandError(f"{path} is not {what}: it is not a SQLite database")
 
 
 def _has_tinystore_tables(path: str) -> bool:
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = connect_read_only(path)
         try:
             row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
                                " AND name = 'tinystore_migrations'").fetchone()
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged(os.path.abspath(path), exc) from None
         raise CommandError(f"{path} is damaged or not a SQLite database: {exc}") from None
     return row is not None
 

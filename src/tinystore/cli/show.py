@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args.file) as store:
+    with open_store(args.file, read_only=True) as store:
         queue = open_queue(store, args.queue)
         data = job_json(get_job(queue, args.id), ahead=True)
         data.update(_detail(store, queue, args.id))

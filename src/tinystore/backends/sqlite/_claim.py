@@ -4,12 +4,18 @@ The count of live leases and of starts in the rate windows is read in the
 same transaction that takes new leases, so two processes never both take the
 last place (LIM-01..03). The limits are the ones kept in the store, read in
 that transaction too: a change made by any process binds the next claim.
+
+A job whose id or payload cannot be read (the file was damaged under it)
+fails for good in the claim that took it, with an error that says so: one
+poison row never stops its queue.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import json
+import logging
 import math
 import sqlite3
 from collections import Counter
@@ -19,6 +25,8 @@ from ..._options import QueueOptions
 from .._base import Claimed
 from . import _groups
 from ._sql import Q
+
+log = logging.getLogger("tinystore.worker")
 
 
 def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, want: int,
@@ -32,7 +40,7 @@ def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
         return [], slides
     _wake_groups(conn, queue, opts, now)
     picked, read = _pick(conn, queue, opts, want, now)
-    claimed = _take(conn, owner, now + opts.lease, picked)
+    claimed = _take(conn, queue, opts, owner, now, picked)
     taken = Counter(c.grp for c in claimed if c.grp is not None)
     if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
         _groups.update(conn, queue, opts, {grp: taken[grp] for grp in read})
@@ -104,13 +112,58 @@ def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int,
     return list(itertools.islice(heapq.merge(*streams), want)), read
 
 
-def _take(conn: sqlite3.Connection, owner: int, expires: float, picked: list[tuple]) -> list[Claimed]:
-    """Take the picked jobs still queued, each under a lease; in start order."""
+def _take(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, now: float,
+          picked: list[tuple]) -> list[Claimed]:
+    """Take the picked jobs still queued, each under a lease; in start order.
+
+    A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
+    """
     if not picked:
         return []
-    rows = conn.execute(Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall()
-    conn.execute(Q.lease_insert, (owner, expires, _groups.seqs_json(r[0] for r in rows)))
-    return sorted((Claimed(*r) for r in rows), key=lambda c: (c.at, c.seq))
+    claimed, poisoned = [], 0
+    for seq, raw_id, raw_payload, grp, at, attempt, valid in conn.execute(
+            Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall():
+        try:
+            id, payload = raw_id.decode("utf-8"), raw_payload.decode("utf-8")
+            if not valid:
+                json.loads(payload)  # SQLite's parser is a quick first look; Python's, the worker's, decides
+        except (ValueError, RecursionError, AttributeError) as exc:  # UnicodeDecodeError is a ValueError
+            _fail_unreadable(conn, queue, opts, seq, raw_id, attempt, exc, now)
+            poisoned += 1
+            continue
+        claimed.append(Claimed(seq, id, payload, grp, at, attempt))
+    if claimed:
+        conn.execute(Q.lease_insert, (owner, now + opts.lease, _groups.seqs_json(c.seq for c in claimed)))
+    if poisoned:
+        conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, poisoned))
+    return sorted(claimed, key=lambda c: (c.at, c.seq))
+
+
+def _fail_unreadable(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int, raw_id: object,
+                     attempt: int, exc: BaseException, now: float) -> None:
+    """A job whose id or payload cannot be read: it fails for good now, kept with an error that says why."""
+    what = "id" if not isinstance(raw_id, bytes) or not _decodes(raw_id) else "payload"
+    if isinstance(exc, UnicodeDecodeError):
+        why = f"its bytes in the file are not UTF-8 text ({exc.reason} at byte {exc.start})"
+    elif isinstance(exc, AttributeError):
+        why = "it is not text in the file"
+    else:
+        why = f"it is not JSON ({exc})"
+    path = conn.execute("PRAGMA database_list").fetchone()[2]
+    error = (f"its {what} could not be read: {why}; the store file may be damaged: run "
+             f"`tinystore check {path}`")
+    conn.execute(Q.job_fail, (error, now + opts.keep, seq))
+    id = raw_id.decode("utf-8", "replace") if isinstance(raw_id, bytes) else repr(raw_id)
+    log.error("%s/%s attempt %d failed for good: %s", queue, id, attempt, error,
+              extra={"queue": queue, "job_id": id, "attempt": attempt})
+
+
+def _decodes(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _record_starts(conn: sqlite3.Connection, queue: str, opts: QueueOptions, claimed: list[Claimed],

@@ -1,6 +1,8 @@
 -- Every statement the SQLite backend runs, each under a name with a line of description.
 -- A list of seqs is passed as one JSON array and read with json_each, so each
 -- statement is prepared once whatever the size of the batch.
+-- A job's payload, error and progress are read as the bytes in the file (CAST AS BLOB) and decoded
+-- by tinystore: a row damaged into text that is not UTF-8 fails that job, not every read of its queue.
 
 -- name: queue_options
 -- The options a queue keeps in the store.
@@ -41,17 +43,20 @@ ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: job_by_id
 -- A job by its id.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires
 FROM tinystore_jobs WHERE queue = ? AND id = ?;
 
 -- name: job_by_seq
 -- A job by its seq.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires
 FROM tinystore_jobs WHERE seq = ?;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs (a JSON array).
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires
 FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
 -- name: steps_delete
@@ -107,9 +112,10 @@ ORDER BY at, seq LIMIT 1;
 
 -- name: take
 -- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
+-- Id and payload come as the bytes in the file, with whether SQLite reads the payload as JSON.
 UPDATE tinystore_jobs SET state = 'running', attempt = attempt + 1, error = NULL, progress = NULL
 WHERE seq IN (SELECT value FROM json_each(?)) AND state = 'queued'
-RETURNING seq, id, payload, grp, at, attempt;
+RETURNING seq, CAST(id AS BLOB), CAST(payload AS BLOB), grp, at, attempt, json_valid(payload);
 
 -- name: lease_insert
 -- A lease per claimed job, naming its attempt.
@@ -337,7 +343,8 @@ WHERE minute >= ? GROUP BY queue;
 
 -- name: jobs_page
 -- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires
 FROM tinystore_jobs
 WHERE queue = :queue AND id > :after
   AND (:grp IS NULL OR grp = :grp)

@@ -1,0 +1,43 @@
+"""A damaged store file: the database's "malformed" errors as ``StoreCorrupt``, saying what to do.
+
+SQLite keeps no checksums: damage in the middle of a file shows only when a
+statement reads the damaged page (SQLITE_CORRUPT, "database disk image is
+malformed"), or not at all. ``tinystore check FILE`` reads every page and
+says what it found.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from ._errors import StoreCorrupt
+
+_DAMAGE = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a database error says that the file is damaged (any extended code of CORRUPT or NOTADB)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and isinstance(code, int) and code & 0xFF in _DAMAGE
+
+
+def damaged(path: str, exc: BaseException, queue: Optional[str] = None) -> StoreCorrupt:
+    """The StoreCorrupt for a damage error met while reading or writing the store at ``path``."""
+    error = StoreCorrupt(f"the store {path} is damaged ({exc}): run `tinystore check {path}` to see what is "
+                         f"damaged, then restore the file from a backup", queue=queue)
+    error.__cause__ = exc
+    error.__suppress_context__ = True
+    return error
+
+
+@contextmanager
+def mapped(path: str, queue: Optional[str] = None) -> Iterator[None]:
+    """Within the block, a damage error of the database is raised as StoreCorrupt; any other as it is."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        raise damaged(path, exc, queue) from exc
