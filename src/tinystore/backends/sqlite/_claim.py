@@ -50,19 +50,24 @@ def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
 
 
 def start_time(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> float:
-    """The time a claim's starts count at: ``now``, or the latest start already counted if that is later.
+    """The time a claim's starts count at: ``now``, where every start already counted is no later.
 
-    A claim may come after one that read a later time: the clock was read
-    before the write lock was taken (a caller that passed a time, not the
-    clock), or it stepped back, or two processes' clocks differ. Counting its
-    starts no earlier than those keeps the starts in commit order, so that
-    pruning the starts older than the longest window (at the latest start's
-    time) never drops one that a window still holds.
+    A start counted later than ``now`` was counted by a clock that read
+    later: this one before it was set back, another process's running ahead,
+    or a caller that read the clock before it waited for the write lock. It
+    counts as made now: never earlier than it was, so no window lets more
+    starts through, and no window is held for longer than its period, so a
+    clock set back an hour does not stop the queue for that hour. Likewise a
+    group set aside until more than its window from now is woken, to count
+    its window again. The starts stay in commit order, so pruning those
+    older than the longest window never drops one that a window holds.
     """
     if opts.rate is None and opts.group_rate is None:
         return now
-    latest = conn.execute(Q.starts_latest, (queue,)).fetchone()[0]
-    return now if latest is None or latest <= now else latest
+    conn.execute(Q.starts_clamp, (now, queue))
+    if opts.group_rate is not None:
+        conn.execute(Q.groups_wake_clamp, (now, queue, opts.group_rate[1]))
+    return now
 
 
 def _queue_room(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> tuple[int, Optional[float]]:

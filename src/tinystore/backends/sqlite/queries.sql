@@ -277,9 +277,16 @@ SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND t > ?;
 -- Starts of one group in its sliding window, and the oldest of them.
 SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t > ?;
 
--- name: starts_latest
--- The latest start counted for a queue.
-SELECT max(t) FROM tinystore_starts WHERE queue = ?;
+-- name: starts_clamp
+-- Starts counted later than now (by a clock that read later: set back since, or another process's
+-- running ahead) count as made now: never earlier than they were, never holding a window longer
+-- than its period. Read from the (queue, t) index: with none, it writes nothing.
+UPDATE tinystore_starts SET t = ?1 WHERE queue = ?2 AND t > ?1;
+
+-- name: groups_wake_clamp
+-- Groups set aside until later than now plus their window (by a clock that read later) are woken now:
+-- the next claim counts their window again.
+UPDATE tinystore_groups SET wake_at = ?1 WHERE queue = ?2 AND wake_at > ?1 + ?3;
 
 -- name: start_insert
 -- Record a start for the rate windows.
