@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterat
 from ._appconn import check_same_file, join_transaction, sqlite_connection_of
 from ._damage import mapped
 from ._durations import Duration, parse_duration
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, LimitExceeded
 from ._jobstate import STATES, Job, JobState, state_of
 from ._options import QueueOptions
 from ._transaction import Transaction
-from ._values import check_text_id, check_time, encode_json, to_timestamp
+from ._values import MAX_BATCH, check_text_id, check_time, encode_json, to_timestamp
 from .backends._base import JobRow, NewJob
 
 if TYPE_CHECKING:
@@ -50,14 +50,40 @@ class Queue:
         return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group)], tx=tx, conn=conn)[0]
 
     def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
-        """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order."""
+        """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order.
+
+        ``items`` is any iterable of at most 10,000 (``MAX_BATCH``): a longer
+        one is refused with LimitExceeded before anything is written, having
+        read one item past the limit. One transaction holds the store's one
+        write lock while it writes, so a bigger batch would keep every worker
+        of the file waiting; add more in several calls (with ids, a call that
+        failed can be made again and adds nothing twice, JOB-10), or in one
+        ``store.transaction()`` with ``tx=`` where they must commit together.
+        """
         self.store._check_open()
         now = self.store.clock.now()
-        jobs = [self._new_job(item if isinstance(item, Job) else Job(item), now) for item in items]
+        jobs = self._new_jobs(items, now)
         target = self._target(tx, conn)
         with mapped(self.store.path, self.name):
             results = self.store._backend.add(self.name, jobs, now, tx=target).result()
             return [self._state(row, now, added=added) for row, added in results]
+
+    def _new_jobs(self, items: Iterable[Any], now: float) -> list[NewJob]:
+        size = len(items) if hasattr(items, "__len__") else 0  # type: ignore[arg-type]
+        if size > MAX_BATCH:
+            raise self._too_many(f"was given {size}")
+        jobs = []
+        for item in items:
+            if len(jobs) == MAX_BATCH:
+                raise self._too_many("was given more")
+            jobs.append(self._new_job(item if isinstance(item, Job) else Job(item), now))
+        return jobs
+
+    def _too_many(self, given: str) -> LimitExceeded:
+        return LimitExceeded(f"add_many adds at most {MAX_BATCH} jobs in one call, and {given}: nothing was "
+                             f"written. Add them in calls of at most {MAX_BATCH} (with ids, a call that failed "
+                             "adds nothing twice when made again), or in one store.transaction() with tx= "
+                             "where they must commit together", queue=self.name)
 
     def _new_job(self, job: Job, now: float) -> NewJob:
         id = check_text_id(job.id, "id", self.name) if job.id is not None else _new_id(now)

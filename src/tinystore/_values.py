@@ -20,6 +20,7 @@ from ._errors import InvalidArgument, LimitExceeded
 MAX_JSON = 1024 * 1024
 MAX_PROGRESS = 4 * 1024
 MAX_ID = 1024
+MAX_BATCH = 10_000  # jobs per add_many: one transaction holds the write lock while it writes them
 QUEUE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 FIRST_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)
 LAST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
