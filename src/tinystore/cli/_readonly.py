@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import tinystore
 from tinystore import Clock, Error, Store
@@ -51,7 +52,11 @@ def is_current(conn: sqlite3.Connection) -> bool:
 
 
 class ReadOnlyBackend(SQLiteBackend):
-    """The SQLite backend's reads on one read-only connection; no writer, no registration."""
+    """The SQLite backend's reads on one read-only connection; no writer, no registration.
+
+    It keeps nothing of the backend's own state but its path: every read of
+    the backend goes through ``_read``, which is this class's own.
+    """
 
     def __init__(self, path: str, conn: sqlite3.Connection):  # the backend's own __init__ writes
         self.path = os.path.abspath(path)
@@ -59,6 +64,15 @@ class ReadOnlyBackend(SQLiteBackend):
 
     def _thread_connection(self) -> sqlite3.Connection:
         return self._conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, in one read transaction (one snapshot of the file)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield self._conn
+        finally:
+            self._conn.execute("COMMIT")
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Any:
         raise Error(f"the store {self.path} is open read-only here: nothing can be written")
