@@ -50,6 +50,12 @@ class Errored:
     error: str
 
 
+def storable(text: str) -> str:
+    """Error text as the store can keep it: a lone surrogate (from an exception's message, or a reason
+    given to ``run.fail``) becomes its escape instead of failing the settlement of the whole batch."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def jittered(seconds: float) -> float:
     """``seconds`` made a tenth longer or shorter at random (JOB-07)."""
     return seconds * random.uniform(0.9, 1.1)
@@ -60,16 +66,17 @@ def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Deci
     if isinstance(answer, Snooze):
         return Requeue(now + answer.delay, None, uncount=True)
     if isinstance(answer, Fail):
-        return Failed(answer.reason, now + opts.keep)
+        return Failed(storable(answer.reason), now + opts.keep)
     if isinstance(answer, Retry):
         error = f"retry requested after {answer.delay:g}s"
         if attempt >= opts.attempts:
             return Failed(error, now + opts.keep)
         return Requeue(now + answer.delay, error)
     if isinstance(answer, Errored):
+        error = storable(answer.error)
         if attempt >= opts.attempts:
-            return Failed(answer.error, now + opts.keep)
-        return Requeue(now + jittered(opts.backoff_for(attempt)), answer.error)
+            return Failed(error, now + opts.keep)
+        return Requeue(now + jittered(opts.backoff_for(attempt)), error)
     return Done(now + opts.dedupe if opts.dedupe > 0 else None)
 
 

@@ -1008,3 +1008,22 @@ def test_LIM_04_a_refused_value_leaves_no_trace_in_the_file(store, store_path):
         assert conn.execute("select count(*) from tinystore_jobs").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("answer", ["raise", "fail"])
+def test_JOB_07_an_error_text_with_a_lone_surrogate_is_kept_escaped_and_the_other_jobs_settle(store, answer):
+    q = store.queue("odd", attempts=1, keep="1h")
+
+    def handler(payload, run):
+        if payload == "bad":
+            if answer == "fail":
+                return run.fail("reason \udcff")
+            raise ValueError("message \udcff")
+        return None
+
+    q.work(handler)
+    q.add_many([tinystore.Job("ok", id="a"), tinystore.Job("bad", id="b"), tinystore.Job("ok", id="c")])
+    run_until_idle(store)
+    job = q.get("b")
+    assert job.state == "failed" and "\\udcff" in job.error, job
+    assert q.get("a") is None and q.get("c") is None, "the other jobs of the batch are done"
