@@ -23,7 +23,7 @@ import logging
 
 from ._answers import Fail, Retry, Snooze
 from ._clock import Clock
-from ._errors import Closed, Conflict, Error, InvalidArgument, LimitExceeded, StoreCorrupt
+from ._errors import Closed, Conflict, Error, InvalidArgument, LimitExceeded, StoreCorrupt, StoreGone
 from ._jobstate import Job, JobState
 from ._queue import Queue
 from ._run import AsyncRun, Run
@@ -38,5 +38,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncRun", "Clock", "Closed", "Conflict", "Error", "Fail", "InvalidArgument", "Job", "JobState",
-    "LimitExceeded", "Queue", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "Transaction", "open",
+    "LimitExceeded", "Queue", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "StoreGone", "Transaction",
+    "open",
 ]

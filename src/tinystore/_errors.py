@@ -5,7 +5,8 @@
     ├── LimitExceeded   (also InvalidArgument) a value over its size limit
     ├── Conflict        the attempt no longer holds its lease; nothing it wrote took effect
     ├── Closed          the store was closed
-    └── StoreCorrupt    the file is not a SQLite database, or is damaged
+    ├── StoreCorrupt    the file is not a SQLite database, or is damaged
+    └── StoreGone       the store's file was deleted, renamed or replaced while open
 
 Retry, snooze and fail are answers a handler returns, not errors.
 """
@@ -48,3 +49,11 @@ class Closed(Error):
 
 class StoreCorrupt(Error):
     """The file is not a SQLite database, or is damaged. It was left as it was."""
+
+
+class StoreGone(Error):
+    """The store's file was deleted, renamed or replaced while it was open: nothing more is written to it.
+
+    Writes from the moment its path stopped naming the file opened raise this;
+    open the store again where it is now.
+    """

@@ -311,7 +311,7 @@ class Store:
 
     def close(self) -> None:
         """Stop serving, then give back what the store holds. Safe to call twice."""
-        if self._closed:
+        if self._closed or self._backend.forked():  # a forked child's copy: all of it is the parent's
             return
         serving = list(self._serving.values())
         self.stop()

@@ -4,31 +4,35 @@ Files: ``_connection`` (pragmas, waiting for the write lock), ``_writer``
 (group commit), ``_jobs`` (job rows added and removed, seqs), ``_claim``
 (claims under limits), ``_groups`` (group bookkeeping), ``_leases``
 (settlements, expiry, dead processes), ``_liveness`` (process locks),
-``_sql`` (loads ``queries.sql`` and the migrations).
+``_identity`` (one file, one name, one process: links, a file deleted or
+replaced while open, forks), ``_sql`` (loads ``queries.sql`` and the
+migrations).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import socket
 import sqlite3
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from ..._errors import Conflict, InvalidArgument
+from ..._errors import Closed, Conflict, Error, InvalidArgument
 from ..._options import QueueOptions
 from ..._settle import Requeue
 from ..._transaction import Transaction
 from .._base import Backend, Change, Cycle, JobRow, NewJob, Settlement
-from . import _claim, _groups, _jobs, _leases, _liveness
+from . import _claim, _groups, _identity, _jobs, _leases
 from ._connection import begin_immediate, check_file, connect, corrupt, is_busy, poll_for_the_write_lock
+from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
 from ._writer import Writer
 
 SYNCHRONOUS = ("FULL", "NORMAL", "OFF")
+log = logging.getLogger("tinystore.store")
 
 
 class SQLiteBackend(Backend):
@@ -38,32 +42,56 @@ class SQLiteBackend(Backend):
         self.path = os.path.abspath(path)
         # By the file's real name: a process that opened it through a symbolic link must lock, and be
         # seen alive, in the same lock file as one that used its own name (as SQLite resolves links too).
-        self._lock_path = os.path.realpath(self.path) + "-tinystore.lock"
+        self._real = os.path.realpath(self.path)
+        self._lock_path = self._real + "-tinystore.lock"
         self._synchronous = synchronous
         self._on_commit = on_commit
+        self._pid = os.getpid()  # the process the store belongs to: a forked child only lets go of it
+        self._owner: Optional[int] = None
         check_file(self.path)
         if not os.path.exists(self.path):
+            _identity.refuse_orphan_wal(self.path, self._real)
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        # One file, one name, and its own WAL: refused before SQLite opens anything (see _identity).
+        found = Identity.of(_identity.check_names(self.path, self._real))
+        _identity.check_not_inherited(self.path, found)
+        self._old_locks: list[LockFile] = []  # lock files this registration held its byte in before
+        self._relocking = False
+        lock = LockFile.existing(self._lock_path)
+        conn = None
         try:
+            if lock is not None:
+                _identity.guard_wal(self.path, self._real, found, lock)
             conn = connect(self.path, synchronous)
+            self.file = Identity.of(os.stat(self._real))  # the file opened (an overlay copies it up here)
             conn.execute("PRAGMA schema_version").fetchone()  # reads page 1: refuses garbage before writing
             if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
                 raise InvalidArgument(f"{self.path} cannot be put in WAL mode")
             self._migrate(conn)
-        except sqlite3.DatabaseError as exc:
-            if is_busy(exc):
-                raise
-            raise corrupt(self.path, exc) from None
+            lock = lock or LockFile(self._lock_path)  # made once the file proved to be a store
+            lock.record(self.file)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if lock is not None:
+                lock.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not is_busy(exc):
+                raise corrupt(self.path, exc) from None
+            raise
+        self._lock = lock
+        self._watch = _identity.FileWatch(self.path, self._real, self.file)
+        self._here = _identity.Here(self.file)
         poll_for_the_write_lock(conn)
         self._writer = Writer(conn, self._committed)
+        self._writer.check = self._after_commit
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._watch_conn = connect(self.path, synchronous)
         self._watch_lock = threading.Lock()
         self._data_version = self._read_data_version()
-        self._owner: Optional[int] = None
         self._options: dict[str, QueueOptions] = {}
+        _identity.opened(self)
 
     # Lifecycle
 
@@ -84,19 +112,88 @@ class SQLiteBackend(Backend):
             raise
 
     def register(self, now: float) -> int:
+        lock, here = self._lock, self._here
+        held: list[int] = []
+
         def op(conn: sqlite3.Connection) -> int:
-            owner = conn.execute(Q.process_insert, (os.getpid(), socket.gethostname(), now)).fetchone()[0]
-            _liveness.hold(self._lock_path, owner)  # before the commit makes the row visible
-            for other, _, _ in conn.execute(Q.process_list).fetchall():
-                if other != owner and not _liveness.is_alive(self._lock_path, other):
-                    _leases.end_owner(conn, other, self._options_in, now)
-                    conn.execute(Q.watched_delete_owner, (other,))
-                    conn.execute(Q.process_delete, (other,))
+            owner = conn.execute(Q.process_insert, here.row(now, lock)).fetchone()[0]
+            try:
+                # Held before the commit makes the row visible. A byte held already is a process's that is
+                # not registered (its row was removed while it lived): this registration takes another id.
+                while not lock.hold(owner):
+                    owner = conn.execute(Q.process_move, (owner,)).fetchone()[0]
+                held.append(owner)
+                for row in conn.execute(Q.process_list).fetchall():
+                    other = row[0]
+                    if other != owner and not here.alive(row, lock):
+                        _leases.end_owner(conn, other, self._options_in, now)
+                        conn.execute(Q.watched_delete_owner, (other,))
+                        conn.execute(Q.process_delete, (other,))
+            except BaseException:
+                if held:
+                    lock.release(held.pop())
+                raise
             return owner
-        self._owner = self._writer.submit(op).result()
+        try:
+            self._owner = self.submit(op).result()
+        except BaseException:
+            for owner in held:  # the commit failed after the byte was taken
+                lock.release(owner)
+            raise
         return self._owner
 
+    def _after_commit(self, conn: sqlite3.Connection) -> None:
+        """After each commit of the writer, before its callers hear of it: is the file still there?
+
+        One ``os.stat`` of the store's path (``StoreGone`` from the first
+        difference on), and one of the lock file's: a live process whose lock
+        file was deleted or replaced holds its byte in the new one from its
+        next write on, so that opens find it alive by its byte again.
+        """
+        self._watch.check()
+        if self._owner is not None and not self._relocking and self._lock.moved():
+            self._relocking = True
+            try:
+                self._writer.submit(self._relock)  # runs right after this transaction
+            except Closed:
+                self._relocking = False
+
+    def _relock(self, conn: sqlite3.Connection) -> None:
+        try:
+            new = LockFile(self._lock_path)
+            if new.identity == self._lock.identity:
+                new.close()
+                return
+            if not new.hold(self._owner):
+                new.close()
+                log.warning("the lock file %s was replaced, and this process's byte there is held by another "
+                            "process: opens elsewhere tell whether it is alive by its pid", self._lock_path)
+                return
+            conn.execute(Q.process_relock, (new.identity.dev, new.identity.ino, self._owner))
+            new.record(self.file)
+            self._old_locks.append(self._lock)  # kept until close: this registration's row may name it still
+            self._lock = new
+        finally:
+            self._relocking = False
+
+    def forked(self) -> bool:
+        """Whether this is a forked child's copy of a store its parent opened (see _identity)."""
+        return os.getpid() != self._pid
+
+    def _usable(self) -> None:
+        if self.forked():
+            raise _identity.forked_error(self.path, self._pid)
+        if self._watch.gone is not None:
+            self._watch.check()
+
+    def inherited_connections(self) -> list[sqlite3.Connection]:
+        """Every connection of the store, for a forked child to keep and never close (see _identity)."""
+        return [self._writer._conn, self._watch_conn, *self._readers]
+
     def close(self) -> None:
+        if self.forked():
+            return  # a forked child's copy: the registration, writer and connections are the parent's
+        locks = [self._lock, *self._old_locks]
         if self._owner is not None:
             owner = self._owner
 
@@ -105,8 +202,14 @@ class SQLiteBackend(Backend):
                 conn.execute(Q.process_delete, (owner,))
                 # Released before the commit, while no other process can register: released after it, a
                 # process opening meanwhile would be given this id and find its byte still locked.
-                _liveness.release(self._lock_path, owner)
-            self._writer.submit(leave).result()
+                for lock in locks:
+                    lock.release(owner)
+            try:
+                self.submit(leave).result()
+            except Error as exc:  # the file is gone: there is no registration left to end
+                log.debug("closing %s: %s", self.path, exc)
+            for lock in locks:
+                lock.release(owner)
             self._owner = None
         self._writer.close()
         with self._readers_lock:
@@ -115,8 +218,12 @@ class SQLiteBackend(Backend):
             self._readers.clear()
         with self._watch_lock:
             self._watch_conn.close()
+        for lock in locks:
+            lock.close()
+        _identity.closed(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        self._usable()
         return self._writer.submit(fn, *args)
 
     def _committed(self) -> None:
@@ -124,8 +231,11 @@ class SQLiteBackend(Backend):
 
     def _thread_connection(self) -> sqlite3.Connection:
         """This thread's connection, for reads and for store.transaction()."""
+        if self.forked():
+            raise _identity.forked_error(self.path, self._pid)
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            self._watch.check()  # a file gone is StoreGone, not "cannot open"
             conn = connect(self.path, self._synchronous)
             self._local.conn = conn
             with self._readers_lock:
@@ -338,6 +448,7 @@ class SQLiteBackend(Backend):
         tx = Transaction(conn, self)
         try:
             yield tx
+            self._watch.check()  # a commit to a file no longer at the path would be lost
         except BaseException:
             conn.execute("ROLLBACK")
             tx.closed = True
@@ -376,6 +487,8 @@ class SQLiteBackend(Backend):
         return self._watch_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def changed(self) -> bool:
+        if self.forked():
+            raise _identity.forked_error(self.path, self._pid)
         with self._watch_lock:
             version = self._read_data_version()
             changed, self._data_version = version != self._data_version, version

@@ -38,6 +38,7 @@ class Writer:
         self._cv = threading.Condition()
         self._closing = False
         self._write_lock = threading.Lock()  # held by whichever thread runs a transaction
+        self.check: Callable[[sqlite3.Connection], None] = lambda conn: None  # after each commit (see _identity)
         self._thread = threading.Thread(target=self._loop, name="tinystore-writer", daemon=True)
         self._thread.start()
 
@@ -119,6 +120,7 @@ class Writer:
                     conn.execute("RELEASE operation")
             if conn.in_transaction:
                 conn.execute("COMMIT")
+            self.check(conn)  # raises where its callers must not be told it was kept
         except Exception as exc:
             log.error("a write transaction failed: %s", exc)
             if conn.in_transaction:

@@ -311,12 +311,21 @@ INSERT OR REPLACE INTO tinystore_cancelled (job, at) VALUES (?, ?);
 SELECT 1 FROM tinystore_cancelled WHERE job = ?;
 
 -- name: process_insert
--- Register this process.
-INSERT INTO tinystore_processes (pid, host, started) VALUES (?, ?, ?) RETURNING id;
+-- Register this process, with the store file and the lock file it found (see _identity).
+INSERT INTO tinystore_processes (pid, host, started, file_dev, file_ino, lock_dev, lock_ino, pid_ns)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id;
+
+-- name: process_move
+-- A registration takes another id: its byte in the lock file was held by a process that is not registered.
+UPDATE tinystore_processes SET id = (SELECT max(id) + 1 FROM tinystore_processes) WHERE id = ? RETURNING id;
 
 -- name: process_list
 -- Every registered process.
-SELECT id, pid, host FROM tinystore_processes;
+SELECT id, pid, host, file_dev, file_ino, lock_dev, lock_ino, pid_ns FROM tinystore_processes;
+
+-- name: process_relock
+-- A registration holds its byte in another lock file: the one beside the store now.
+UPDATE tinystore_processes SET lock_dev = ?, lock_ino = ? WHERE id = ?;
 
 -- name: process_delete
 -- A process that ended.
