@@ -339,11 +339,15 @@ class Monitor:
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            for id in self.ids:
-                state = self.queue.get(id)
-                now = time.monotonic()
-                self._seen.setdefault((id, "gone" if state is None else state.state), now)
+            self._look()
             self._stop.wait(0.01)
+        self._look()  # a state reached within the last 10 ms before stop() is seen too
+
+    def _look(self) -> None:
+        for id in self.ids:
+            state = self.queue.get(id)
+            now = time.monotonic()
+            self._seen.setdefault((id, "gone" if state is None else state.state), now)
 
     def first(self, id: str, state: str) -> Optional[float]:
         return self._seen.get((id, state))
