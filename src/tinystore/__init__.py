@@ -11,6 +11,7 @@ survives, and runs at least once. The package's modules:
 - ``_settle``      what an ended attempt does to its job (backoff, attempts)
 - ``_watch``       watchers, one reader per store
 - ``_notify``      hearing of commits, here and in other processes
+- ``_outage``      background tasks riding out a store that cannot be written for a while
 - ``_jobstate``    JobState and Job
 - ``_options``, ``_durations``, ``_values``   checking what users give
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
@@ -23,7 +24,8 @@ import logging
 
 from ._answers import Fail, Retry, Snooze
 from ._clock import Clock
-from ._errors import Closed, Conflict, Error, InvalidArgument, LimitExceeded, StoreCorrupt, StoreGone
+from ._errors import (Closed, Conflict, DiskError, DiskFull, Error, InvalidArgument, LimitExceeded, Locked, ReadOnly,
+                      StoreCorrupt, StoreGone, Unavailable)
 from ._jobstate import Job, JobState
 from ._queue import Queue
 from ._run import AsyncRun, Run
@@ -37,7 +39,7 @@ logging.getLogger("tinystore").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncRun", "Clock", "Closed", "Conflict", "Error", "Fail", "InvalidArgument", "Job", "JobState",
-    "LimitExceeded", "Queue", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "StoreGone", "Transaction",
-    "open",
+    "AsyncRun", "Clock", "Closed", "Conflict", "DiskError", "DiskFull", "Error", "Fail", "InvalidArgument", "Job",
+    "JobState", "LimitExceeded", "Locked", "Queue", "ReadOnly", "Retry", "Run", "Snooze", "Store", "StoreCorrupt",
+    "StoreGone", "Transaction", "Unavailable", "open",
 ]

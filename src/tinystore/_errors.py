@@ -6,7 +6,12 @@
     ├── Conflict        the attempt no longer holds its lease; nothing it wrote took effect
     ├── Closed          the store was closed
     ├── StoreCorrupt    the file is not a SQLite database, or is damaged
-    └── StoreGone       the store's file was deleted, renamed or replaced while open
+    ├── StoreGone       the store's file was deleted, renamed or replaced while open
+    ├── ReadOnly        the store's file, a file beside it, or its folder cannot be written
+    └── Unavailable     the store cannot be written now; the same call may work later
+        ├── DiskFull    no space is left on the device that holds the store
+        ├── DiskError   the disk or its file system reported an I/O error
+        └── Locked      another process held the write lock past ``lock_timeout``
 
 Retry, snooze and fail are answers a handler returns, not errors.
 """
@@ -49,6 +54,30 @@ class Closed(Error):
 
 class StoreCorrupt(Error):
     """The file is not a SQLite database, or is damaged. It was left as it was."""
+
+
+class ReadOnly(Error):
+    """The store cannot be written: its file, a file beside it, or its folder is read-only (permissions,
+    a read-only mount, ``chattr +i``). Nothing was written."""
+
+
+class Unavailable(Error):
+    """The store cannot be written now, and nothing was written: the same call may work later.
+
+    Workers retry these themselves (see README, "Running in production").
+    """
+
+
+class DiskFull(Unavailable):
+    """No space is left on the device that holds the store. Nothing was written; free some space."""
+
+
+class DiskError(Unavailable):
+    """The disk or its file system reported an I/O error. Nothing was written; check the disk."""
+
+
+class Locked(Unavailable):
+    """Another process held the store's write lock for longer than ``lock_timeout``. Nothing was written."""
 
 
 class StoreGone(Error):

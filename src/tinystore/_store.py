@@ -14,6 +14,7 @@ from ._clock import Clock
 from ._durations import parse_duration
 from ._errors import Closed, Error, InvalidArgument
 from ._notify import Notifier
+from ._outage import Outages
 from ._options import QueueOptions, parse_options
 from ._queue import Queue
 from ._run import AsyncRun
@@ -22,6 +23,7 @@ from ._values import check_queue_name
 from ._watch import Watches
 from ._worker import Worker
 from .backends.sqlite import SQLiteBackend
+from .backends.sqlite._connection import LOCK_TIMEOUT
 
 log = logging.getLogger("tinystore.store")
 
@@ -39,13 +41,19 @@ class _Kept:
 KEPT: Any = _Kept()
 
 
-def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None) -> "Store":
+def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None,
+         lock_timeout: Any = LOCK_TIMEOUT) -> "Store":
     """Open the store in a SQLite file, creating the file and tinystore's tables where absent.
 
     ``durability="full"`` (the default) syncs every commit to the disk, so a
     power cut loses nothing that ``add`` returned; "normal" may lose the last
     commits on a power cut (never on a process crash); "off" is for tests.
+
+    ``lock_timeout`` (30 s unless given; a duration) bounds how long a write,
+    and this open, waits while another process holds the store's write lock:
+    past it, ``tinystore.Locked`` says so, and nothing was written.
     """
+    lock_timeout = parse_duration(lock_timeout, "lock_timeout")
     if durability not in DURABILITY:
         raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
     path = os.fspath(target)
@@ -54,7 +62,7 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
     if path.startswith(("postgresql://", "postgres://")):
         raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
     try:
-        return Store(path, DURABILITY[durability], clock or Clock())
+        return Store(path, DURABILITY[durability], clock or Clock(), lock_timeout)
     except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
         where = f" ({exc.filename})" if exc.filename and exc.filename != os.path.abspath(path) else ""
         raise Error(f"cannot open the store {os.path.abspath(path)}: {exc.strerror or exc}{where}") from exc
@@ -63,11 +71,17 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
 class Store:
     """Queues and their jobs in one database. Safe to use from many threads."""
 
-    def __init__(self, path: str, synchronous: str, clock: Clock):
+    def __init__(self, path: str, synchronous: str, clock: Clock, lock_timeout: float = LOCK_TIMEOUT):
         self.clock = clock
-        self._notifier = Notifier(lambda: self._backend.changed())
-        self._backend = SQLiteBackend(path, synchronous, on_commit=self._notifier.committed_here)
-        self._owner = self._backend.register(clock.now())
+        self._outages = Outages()  # which background tasks fail now: an outage is logged once
+        self._notifier = Notifier(lambda: self._backend.changed(), self._outages)
+        self._backend = SQLiteBackend(path, synchronous, on_commit=self._notifier.committed_here,
+                                      lock_timeout=lock_timeout)
+        try:
+            self._owner = self._backend.register(clock.now())
+        except BaseException:  # no space, a lock held too long: leave nothing running behind
+            self._backend.close()
+            raise
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._active: dict[int, tuple[Any, Any, Any]] = {}  # seq -> (loop, task, run) of handlers running here
@@ -233,18 +247,16 @@ class Store:
             raise InvalidArgument(f"workers={workers!r} must be an int of at least 1")
         grace = parse_duration(grace, "grace")
         loop = asyncio.get_running_loop()
-        worker = Worker(self, served, workers, grace)
+        worker = Worker(self, served, workers, grace, maintain_every=MAINTAIN_EVERY)
         if handle_signals:
             self._handle_signals(loop, worker)
         finished = threading.Event()
         self._serving[worker] = (loop, finished)
         log.info("serving %s with %s", ", ".join(q.name for q in served), self.path,
                  extra={"queues": [q.name for q in served]})
-        maintenance = asyncio.ensure_future(self._maintain_every(MAINTAIN_EVERY))
         try:
-            await worker.serve()
+            await worker.serve()  # raises why, when it could not go on: the store cannot be written, ...
         finally:
-            maintenance.cancel()
             del self._serving[worker]
             finished.set()
             if handle_signals:
@@ -263,18 +275,16 @@ class Store:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
 
-    async def _maintain_every(self, period: float) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await self.clock.sleep(period)
-            try:
-                await loop.run_in_executor(None, self.maintain)
-            except Exception as exc:
-                log.error("maintenance failed: %s", exc)
-
     def serve(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
               grace: float = 30.0) -> None:
-        """Serve until SIGINT or SIGTERM (in the main thread) or until the store is closed elsewhere."""
+        """Serve until SIGINT or SIGTERM (in the main thread) or until the store is closed elsewhere.
+
+        ``workers`` bounds each queue's handlers at once (200 async, 16 ``def`` unless given); a
+        worker's ``def`` handlers share at most 64 threads (or ``workers``, if more). A store that
+        cannot be written for a while (no space, an I/O error, the write lock held past
+        ``lock_timeout``) is waited out; when it cannot go on (another error, or 5 minutes of such
+        failures) the worker stops gracefully and this raises why, a ``tinystore.Error``.
+        """
         handle = threading.current_thread() is threading.main_thread()
         asyncio.run(self.serve_async(workers, queues, grace, handle_signals=handle))
 

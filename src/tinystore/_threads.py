@@ -1,6 +1,8 @@
 """The threads that run ``def`` handlers for a worker's event loop.
 
-Each thread takes the next call from one queue. Finished calls go back to
+At most ``size`` threads, each started when a call finds every thread
+busy, so a worker starts no more threads than it runs handlers at once (its
+``ThreadBudget`` bounds those). Each thread takes the next call from one queue. Finished calls go back to
 the loop in batches: a single wake-up of the loop hands over every call that
 finished meanwhile, rather than a future and a wake-up per job.
 """
@@ -37,7 +39,7 @@ class Call:
 
 
 class HandlerThreads:
-    """``size`` threads, started at the first call; ``on_end`` of each call runs on the caller's loop.
+    """Up to ``size`` threads, started as calls need them; ``on_end`` of each call runs on the caller's loop.
 
     Daemon threads: a handler still running past the grace period does not
     keep the process from exiting (its job goes to the next attempt).
@@ -51,16 +53,22 @@ class HandlerThreads:
         self._waking = False  # a hand-over is scheduled on the loop and has not begun
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._threads: list[threading.Thread] = []
+        self._busy = 0  # calls handed over and not yet finished (or passed over)
 
     def call(self, fn: Callable[..., Any], args: tuple, on_end: OnEnd) -> Call:
         """Run ``fn(*args)`` in a thread; ``on_end`` gets its outcome on this loop. Call on the loop."""
-        if not self._threads:
+        if self._loop is None:
             self._loop = asyncio.get_running_loop()
-            self._threads = [threading.Thread(target=self._work, name=f"tinystore-handler-{n}", daemon=True)
-                             for n in range(self._size)]
-            for t in self._threads:
-                t.start()
         c = Call(fn, args, on_end)
+        thread = None
+        with self._lock:
+            self._busy += 1
+            if self._busy > len(self._threads) and len(self._threads) < self._size:
+                thread = threading.Thread(target=self._work, name=f"tinystore-handler-{len(self._threads)}",
+                                          daemon=True)
+                self._threads.append(thread)
+        if thread is not None:
+            thread.start()
         self._calls.put(c)
         return c
 
@@ -82,6 +90,8 @@ class HandlerThreads:
             if c is None:
                 return
             if c.ended:  # stopped past the grace period while it waited for a thread: it never begins
+                with self._lock:
+                    self._busy -= 1
                 continue
             try:
                 answer, exc = c.fn(*c.args), None
@@ -89,6 +99,7 @@ class HandlerThreads:
                 answer, exc = None, raised
             self._finished.append((c, answer, exc))
             with self._lock:
+                self._busy -= 1
                 wake, self._waking = not self._waking, True
             if wake:
                 try:

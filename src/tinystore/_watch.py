@@ -9,6 +9,10 @@ snapshot, and the place (``ahead``) of every watched waiting job in one more
 query per queue. So a watcher sees each state a job went through, however
 fast it moved; only ``ahead`` is read when the watcher looks. A job that left
 was cancelled when a cancel marked it, else it was done and removed at once.
+
+The reader rides out a store it cannot read for a while (``_outage``): its
+watchers hear nothing meanwhile, then every change. When it cannot go on,
+each watcher's next step raises why.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterat
 
 from ._errors import Closed
 from ._jobstate import JobState, state_of
+from ._outage import CannotGoOn, Retrying
 from ._values import from_timestamp
 from .backends._base import Change, JobRow
 
@@ -60,17 +65,22 @@ class Watches:
         self._poke = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        self._stopped: Optional[CannotGoOn] = None  # the notifier could not go on
 
-    def _listen(self, external: bool = False) -> None:
+    def _listen(self, notice: Any = None) -> None:
         self._poke.set()
 
     def _add(self, watcher: _Watcher) -> None:
         with self._lock:
             self._watchers.add(watcher)
             if self._thread is None:
-                self._store._notifier.subscribe(self._listen)
+                self._store._notifier.subscribe(self._listen, self._notifier_failed)
                 self._thread = threading.Thread(target=self._loop, name="tinystore-watch", daemon=True)
                 self._thread.start()
+
+    def _notifier_failed(self, stop: CannotGoOn) -> None:
+        self._stopped = stop
+        self._poke.set()
 
     def _remove(self, watcher: _Watcher) -> None:
         with self._lock:
@@ -97,13 +107,19 @@ class Watches:
             except RuntimeError:  # an async watcher's loop was closed: nobody reads it
                 pass
 
-    def _received(self, state: Optional[JobState]) -> JobState:
+    def _received(self, state: Any) -> JobState:
         if state is None:
             raise Closed(f"the store {self._store.path!r} was closed while this job was watched")
+        if isinstance(state, BaseException):
+            raise state
         return state
 
     def _first(self, queue: "Queue", id: str) -> Optional[tuple[int, int, JobState]]:
-        """Register the job as watched, then read it: every change after that read is logged."""
+        """Register the job as watched, then read it: every change after that read is logged.
+
+        A job that left between the first read and the registration (it ran
+        that fast) is told as first read, then, by the reader, as it ended.
+        """
         store = self._store
         row = store._backend.get(queue.name, id)
         if queue._visible(row, store.clock.now()) is None:
@@ -112,19 +128,49 @@ class Watches:
         rows, changes = store._backend.watched({row.seq: 0})
         cursor = changes[-1].id if changes else 0  # its changes so far are what the row shows
         now = store.clock.now()
-        row = queue._visible(rows.get(row.seq), now)
-        if row is None:
-            return None
+        row = queue._visible(rows.get(row.seq), now) or row
         state = queue._state(row, now)
         state.ahead  # read now, so that later changes of ahead are seen as changes
         return row.seq, cursor, state
 
     def _loop(self) -> None:
+        retrying = Retrying(self._store._outages, "watching jobs")
+        wait: Optional[float] = None
         while not self._closed:
-            self._poke.wait(timeout=self._next_due())
+            self._poke.wait(timeout=wait if wait is not None else self._next_due())
             self._poke.clear()
-            if not self._closed:
+            if self._closed:
+                return
+            try:
+                if self._stopped is not None:
+                    raise self._stopped
                 self._refresh()
+            except Closed:
+                return
+            except Exception as exc:
+                try:
+                    if isinstance(exc, CannotGoOn):
+                        raise exc
+                    wait = retrying.failed(exc)
+                except CannotGoOn as stop:
+                    self._end_all(stop.error)
+                    return
+                continue
+            retrying.ok()
+            wait = None
+
+    def _end_all(self, error: BaseException) -> None:
+        """The reader cannot go on: every watcher's next step raises ``error``; a new watch starts anew."""
+        with self._lock:
+            watchers, self._watchers = list(self._watchers), set()
+            self._thread = None
+            self._stopped = None
+        self._store._notifier.unsubscribe(self._listen)
+        for w in watchers:
+            try:
+                w.deliver(error)
+            except RuntimeError:  # an async watcher's loop was closed: nobody reads it
+                pass
 
     def _next_due(self) -> Optional[float]:
         """Real seconds until a scheduled watched job becomes due (its state changes with time)."""

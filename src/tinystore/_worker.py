@@ -4,10 +4,25 @@ One event loop serves every queue of a worker. Per queue, a ``QueueRunner``
 keeps one claim cycle in flight at a time; a cycle settles the attempts that
 finished since the last one and claims for the free slots in the same
 transaction. ``async def`` handlers run on the loop; ``def`` handlers in
-the worker's handler threads (``_threads``). Between cycles a runner sleeps
-until a handler finishes, the store changes, or the next job is due. An
-attempt holds its slot until its handler has returned, so a runner never has
-more handlers running than slots, whatever their timeouts (``Deadlines``).
+the worker's handler threads (``_threads``), which its queues share: at most
+``HANDLER_THREADS`` (or one queue's slots, if more), handed out in turn by a
+``ThreadBudget``, so that a worker serving a thousand queues does not start
+sixteen thousand threads. Between cycles a runner sleeps until a handler
+finishes, its queue changes, or the next job is due. An attempt holds its
+slot until its handler has returned, so a runner never has more handlers
+running than slots, whatever their timeouts (``Deadlines``).
+
+A commit of this process wakes only the runners of the queues it changed;
+a commit of another process, which cannot say, makes the worker ask the
+store, in one read, which of its idle runners have due work or must wake
+sooner (``_check_due``): no runner runs a claim transaction for a commit to
+another queue.
+
+Claim cycles, renewals and maintenance ride out a store that cannot be
+written for a while (``_outage``): they retry, logged once per outage. A
+renewal that keeps failing until a lease would run out tells that attempt's
+handler to stop (``run.cancelled``). A task that cannot go on stops the
+worker, and ``serve()`` raises why.
 """
 
 from __future__ import annotations
@@ -15,10 +30,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import traceback
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._answers import Retry, Snooze
+from ._errors import Closed
+from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
 from ._settle import LOST_LEASE, Done, Errored, Requeue, decide
 from ._threads import HandlerThreads
@@ -32,12 +51,61 @@ log = logging.getLogger("tinystore.worker")
 
 ASYNC_SLOTS = 200  # handlers at once per queue when not told: async ones wait, they do not hold threads
 SYNC_SLOTS = 16
+HANDLER_THREADS = 64  # def handlers' threads per worker, shared by its queues (more if one queue has more slots)
+SETTLE_AFTER_GRACE = 5.0  # how long a stopping worker still tries to write what its handlers answered
+CHECK_SHARE = 4  # a look at the store after another process's commit waits this many times its last one
 
 
 def describe(exc: BaseException) -> str:
     """An attempt's error: the exception's type and message, then its traceback."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return f"{type(exc).__name__}: {exc}\n{tb}"
+
+
+class ThreadBudget:
+    """The handler threads of a worker, shared by its runners of ``def`` handlers.
+
+    A runner takes threads for a claim before it claims (so it never claims
+    a job that would wait for a thread) and gives back those it did not use,
+    and one per attempt when its handler has returned. A runner that got
+    fewer than it wanted waits in turn: while any waits, threads given back
+    go to the first in line, so no queue is starved by a busier one.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self.used = 0
+        self.waiting: deque = deque()
+
+    def take(self, runner: "QueueRunner", want: int, wait: bool = True) -> int:
+        """Up to ``want`` threads for ``runner``'s next claim; with ``wait`` (it knows of due work), those
+        it does not get it waits for in line."""
+        ahead = bool(self.waiting) and self.waiting[0] is not runner
+        got = 0 if ahead else min(want, self.size - self.used)
+        self.used += got
+        if got < want and wait:
+            if not runner.wants_threads:
+                runner.wants_threads = True
+                self.waiting.append(runner)
+        elif got == want and runner.wants_threads:
+            self.leave(runner)
+        return got
+
+    def give(self, count: int) -> None:
+        if count:
+            self.used -= count
+            self._next()
+
+    def leave(self, runner: "QueueRunner") -> None:
+        """``runner`` no longer waits for threads (it has what it needs, or stopped)."""
+        if runner.wants_threads:
+            runner.wants_threads = False
+            self.waiting.remove(runner)
+            self._next()
+
+    def _next(self) -> None:
+        if self.waiting and self.used < self.size:
+            self.waiting[0].poke.set()
 
 
 class QueueRunner:
@@ -48,11 +116,16 @@ class QueueRunner:
         self.is_async = asyncio.iscoroutinefunction(self.handler)
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
         self.running: dict[int, tuple[asyncio.Task, Any]] = {}
+        self.lease_ends: dict[int, float] = {}  # seq -> when its lease runs out unless renewed, as last written
         self.settled: list[Settlement] = []
         self.deadlines = Deadlines(self)
         self.poke = asyncio.Event()
         self.wake_at: Optional[float] = None
         self.maybe_due = True
+        self.waiting = False  # asleep until poked: nothing to claim, or no room
+        self.recheck = False  # another process committed while it was awake: look at the store once asleep
+        self.wants_threads = False  # in the thread budget's line
+        self.retrying = Retrying(worker.store._outages, f"claims of queue {queue.name!r}")
 
     @property
     def store(self) -> "Store":
@@ -64,35 +137,67 @@ class QueueRunner:
 
     async def serve(self, until_idle: bool = False) -> int:
         """Claim and run until stopped, or (until_idle) until nothing is due and nothing runs."""
+        try:
+            return await self._serve(until_idle)
+        finally:
+            self.worker.budget.leave(self)
+
+    async def _serve(self, until_idle: bool) -> int:
         clock, loop = self.store.clock, asyncio.get_running_loop()
+        budget = self.worker.budget
         claimed_here = 0
         while True:
             stopping = self.worker.stopping.is_set()
             free = 0 if stopping else self.slots - len(self.running)
-            if self.settled or (free > 0 and (self.maybe_due or self._due(clock.now()))):
-                self.maybe_due = False
-                claimed = await self._cycle(free)
+            wants = free > 0 and (self.maybe_due or self._due(clock.now()))
+            want = free if self.settled or wants else 0
+            if want and not self.is_async:
+                want = budget.take(self, want, wait=wants)  # the threads to run what it claims
+            if self.settled or want:
+                if want:
+                    self.maybe_due = False
+                began = clock.now()
+                try:
+                    claimed = await self._cycle(want)
+                except Exception as exc:
+                    if not self.is_async:
+                        budget.give(want)
+                    if wants:
+                        self.maybe_due = True
+                    if not await self._ride_out(exc):
+                        return claimed_here
+                    continue
+                if not self.is_async and len(claimed) < want:
+                    budget.give(want - len(claimed))
+                    budget.leave(self)  # it claimed what was due: it needs no more threads now
                 claimed_here += len(claimed)
                 if self.worker.stopping.is_set() and claimed:
                     await self._give_back(claimed)
                 elif claimed:
                     for c in claimed:
-                        self._start(c)
+                        self._start(c, began)
                     await asyncio.sleep(0)  # let the handlers begin before the next cycle
-                if len(claimed) == free and free > 0:
+                if len(claimed) == want and want > 0:
                     self.maybe_due = True  # there may be more
                 continue
             if stopping and not self.running:
                 return claimed_here
             if until_idle and not self.running and not self._due(clock.now()):
                 return claimed_here
+            if self.wants_threads and not wants:
+                budget.leave(self)  # it waits in line only while it has due work and no threads for it
+            if self.recheck:
+                self.recheck = False
+                self.worker.check_soon()
             self.poke.clear()
             timer = None
             if self.wake_at is not None and not until_idle:
                 timer = clock.call_later(loop, self.wake_at - clock.now(), self.notice)
+            self.waiting = True
             try:
-                await self.poke.wait()  # a handler finished, the store changed, a job is due, or stop()
+                await self.poke.wait()  # a handler finished, its queue changed, a job is due, or stop()
             finally:
+                self.waiting = False
                 if timer is not None:
                     timer.cancel()
 
@@ -102,19 +207,45 @@ class QueueRunner:
     async def _cycle(self, want: int) -> list[Claimed]:
         settlements, self.settled = self.settled, []
         q = self.queue
-        cycle = await written(  # the clock is read inside the claim's transaction (LIM-03)
-            self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want, self.store.clock.now))
+        try:
+            cycle = await written(  # the clock is read inside the claim's transaction (LIM-03)
+                self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want,
+                                          self.store.clock.now, source=self.worker))
+        except BaseException:
+            self.settled[:0] = settlements  # nothing was written: they are settled by the next cycle
+            raise
+        self.retrying.ok()
         for s in cycle.stale:
             log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended",
                      q.name, s.seq, s.attempt)
         self.wake_at = cycle.wake_at
         return cycle.claimed
 
+    async def _ride_out(self, exc: Exception) -> bool:
+        """A cycle failed and wrote nothing: wait before trying again. False: give up, the worker is
+        stopping past its grace period. A failure that is not transient, or lasts too long, raises
+        CannotGoOn, which stops the worker."""
+        if self.worker.giving_up:
+            if self.settled:
+                log.warning("%d attempts of queue %r ended but could not be settled (%s); their jobs run again "
+                            "once their leases run out", len(self.settled), self.queue.name, exc)
+                self.settled.clear()
+            return False
+        await self.worker.pause(self.retrying.failed(exc))
+        return True
+
     async def _give_back(self, claimed: list[Claimed]) -> None:
         q = self.queue
-        await written(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now()))
+        if not self.is_async:
+            self.worker.budget.give(len(claimed))
+        try:
+            await written(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now(),
+                                                        source=self.worker))
+        except Exception as exc:  # stopping: their leases run out, or the next open ends them
+            log.warning("%d jobs of queue %r claimed while stopping could not be given back (%s); they run "
+                        "again once their leases run out", len(claimed), q.name, exc)
 
-    def _start(self, c: Claimed) -> None:
+    def _start(self, c: Claimed, began: float) -> None:
         q = self.queue
         log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
                   extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
@@ -127,6 +258,7 @@ class QueueRunner:
             run = Run(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
         self.running[c.seq] = (task, run)
+        self.lease_ends[c.seq] = began + q.options.lease  # no later than the claim wrote
         self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
         self.deadlines.watch()
 
@@ -176,12 +308,14 @@ class QueueRunner:
         if run._timed_out is not None:  # whatever it answered late, the attempt failed by its timeout (JOB-09)
             answer = Errored(f"timeout: the handler ran past the queue's timeout of {run._timed_out:g}s")
         elif run._taken_away:
-            answer = _NO_SETTLEMENT  # cancelled (JOB-12): its lease is already gone, its answer settles nothing
+            answer = _NO_SETTLEMENT  # cancelled (JOB-12), or its lease ran out: its answer settles nothing
         elif isinstance(exc, asyncio.CancelledError):
             answer = _LOST  # stopped past the grace period: the next attempt takes over
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
-        self.running.pop(c.seq, None)
+        if self.running.pop(c.seq, None) is not None and not self.is_async:
+            self.worker.budget.give(1)
+        self.lease_ends.pop(c.seq, None)
         self.store._active.pop(c.seq, None)
         if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
@@ -191,6 +325,25 @@ class QueueRunner:
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
             log_outcome(q, run, answer, exc, decision, now)
         self.poke.set()
+
+    def consider(self, found: Optional[tuple], now: float) -> None:
+        """What the store says of this idle runner's queue, after another process's commit: wake now if
+        something is due and may be claimed, else make sure to wake by the next time something is."""
+        if found is None:
+            return
+        ungrouped, head, group_wake, expiry, leases = found
+        concurrency = self.queue.options.concurrency
+        room = concurrency is None or leases < concurrency
+        times = [t for t in (ungrouped, head) if t is not None] if room else []
+        times += [t for t in (group_wake, expiry) if t is not None]
+        if not times:
+            return
+        soonest = min(times)
+        if soonest <= now:
+            self.notice()
+        elif self.wake_at is None or soonest < self.wake_at:
+            self.wake_at = soonest
+            self.poke.set()  # sleep again, until then
 
 
 def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
@@ -275,25 +428,93 @@ _LOST = object()
 class Worker:
     """Serves a store's queues that have handlers, in one event loop."""
 
-    def __init__(self, store: "Store", queues: list["Queue"], workers: Optional[int] = None, grace: float = 30.0):
+    def __init__(self, store: "Store", queues: list["Queue"], workers: Optional[int] = None, grace: float = 30.0,
+                 maintain_every: Optional[float] = None):
         self.store = store
         self.grace = grace
+        self.maintain_every = maintain_every
         self.stopping = asyncio.Event()
+        self.giving_up = False  # stopping past the grace period: writes that fail are not tried again
+        self.failure: Optional[BaseException] = None
         self.runners = [QueueRunner(self, q, workers) for q in queues]
-        self.threads = HandlerThreads(sum(r.slots for r in self.runners if not r.is_async))
+        self.by_queue: dict[str, list[QueueRunner]] = {}
+        for r in self.runners:
+            self.by_queue.setdefault(r.queue.name, []).append(r)
+        sync = [r.slots for r in self.runners if not r.is_async]
+        size = min(sum(sync), max([HANDLER_THREADS, *sync])) if sync else 0
+        self.budget = ThreadBudget(size)
+        self.threads = HandlerThreads(size)
+        self._check_handle: Any = None
+        self._check_after = 0.0  # loop time before which no look at the store starts
 
-    def _listen(self) -> Callable[[bool], None]:
+    # Hearing of commits
+
+    def _listen(self) -> Callable[[Any], None]:
         loop = asyncio.get_running_loop()
 
-        def changed(external: bool) -> None:
-            loop.call_soon_threadsafe(self._changed, external)
+        def changed(notice: Any) -> None:
+            try:
+                loop.call_soon_threadsafe(self._changed, notice)
+            except RuntimeError:  # the loop closed: nobody serves any more
+                pass
         return changed
 
-    def _changed(self, external: bool) -> None:
-        for r in self.runners:
-            r.notice()
-        if external:
+    def _on_failure(self) -> Callable[[CannotGoOn], None]:
+        loop = asyncio.get_running_loop()
+
+        def failed(stop: CannotGoOn) -> None:
+            try:
+                loop.call_soon_threadsafe(self.fail, stop)
+            except RuntimeError:
+                pass
+        return failed
+
+    def _changed(self, notice: Any) -> None:
+        """A commit: wake the runners of the queues it changed, not their own; or, when it cannot say
+        (another process's commit, a clock that moved), ask the store which runners have work."""
+        if notice is None:
+            for r in self.runners:
+                if not r.waiting:
+                    r.recheck = True  # awake: what it read may or may not include that commit; once asleep, look
+            self.check_soon()
+            return
+        for name, source in notice.items():
+            if source is not self:
+                for r in self.by_queue.get(name, ()):
+                    r.notice()
+
+    def check_soon(self) -> None:
+        """Look at the store once soon, however many commits of other processes come meanwhile; a look
+        waits CHECK_SHARE times as long as the last one took, so that it never takes the loop over."""
+        if self._check_handle is not None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = self._check_after - loop.time()
+        self._check_handle = loop.call_later(delay, self._check) if delay > 0 else loop.call_soon(self._check)
+
+    def _check(self) -> None:
+        self._check_handle = None
+        began = time.perf_counter()
+        try:
             self._check_leases()
+            self._check_due()
+        except Exception as exc:  # the runners find out for themselves, and ride it out
+            log.debug("could not look at the store after another process's commit: %s", exc)
+            for r in self.runners:
+                r.notice()
+        self._check_after = asyncio.get_running_loop().time() + CHECK_SHARE * (time.perf_counter() - began)
+
+    def _check_due(self) -> None:
+        """Wake the idle runners whose queue has something due now; tell the others when it will."""
+        if self.stopping.is_set():
+            return
+        idle = [r for r in self.runners if r.waiting and not r.maybe_due and len(r.running) < r.slots]
+        if not idle:
+            return
+        found = self.store._backend.next_due(list({r.queue.name for r in idle}))
+        now = self.store.clock.now()
+        for r in idle:
+            r.consider(found.get(r.queue.name), now)
 
     def _check_leases(self) -> None:
         """Tell handlers whose lease another process ended (a cancel): their job is gone."""
@@ -304,59 +525,179 @@ class Worker:
         for r in self.runners:
             for seq, (task, run) in list(r.running.items()):
                 if seq not in held and not run._taken_away:
-                    run._take_away()
-                    if r.is_async:  # after the task's first step, which a task made just now has not had
-                        asyncio.get_running_loop().call_soon(task.cancel)
+                    self._take_away(r, task, run)
+
+    def _take_away(self, r: QueueRunner, task: Any, run: Any) -> None:
+        run._take_away()
+        if r.is_async:  # after the task's first step, which a task made just now has not had
+            asyncio.get_running_loop().call_soon(task.cancel)
+
+    # Background tasks
+
+    async def pause(self, seconds: float) -> None:
+        """Wait before trying a failed write again: real seconds (a full disk is not on the store's
+        clock); a stop cuts it short."""
+        if self.stopping.is_set():
+            await asyncio.sleep(seconds)
+            return
+        try:
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def _renew(self) -> None:
+        """Renew the leases of running attempts every lease/2; through an outage, retry, and tell the
+        handlers whose lease would run out before a renewal could be written."""
         clock = self.store.clock
+        shortest = min(r.queue.options.lease for r in self.runners)
+        retrying = Retrying(self.store._outages, "lease renewals", longest=min(LONGEST_RETRY, shortest / 8))
+        wait = shortest / 2
         while True:
-            await clock.sleep(min(r.queue.options.lease for r in self.runners) / 2)
-            for r in self.runners:
-                r.queue.reload()
-                if r.running:
-                    expires = clock.now() + r.queue.options.lease
-                    await written(self.store._backend.renew(r.queue.name, self.store._owner, expires))
-            self._check_leases()  # a cancel another process made is heard here at the latest
+            if retrying.failing:
+                await self.pause(wait)
+            else:
+                await clock.sleep(wait)
+            try:
+                await self._renew_all()
+            except Exception as exc:
+                wait = retrying.failed(exc)
+                self._lapse(retrying.longest)
+                continue
+            retrying.ok()
+            wait = min(r.queue.options.lease for r in self.runners) / 2
+
+    async def _renew_all(self) -> None:
+        clock = self.store.clock
+        for r in self.runners:
+            r.queue.reload()
+            if r.running:
+                expires = clock.now() + r.queue.options.lease
+                await written(self.store._backend.renew(r.queue.name, self.store._owner, expires))
+                for seq in r.running:
+                    r.lease_ends[seq] = max(r.lease_ends.get(seq, expires), expires)
+        self._check_leases()  # a cancel another process made is heard here at the latest
+
+    def _lapse(self, margin: float) -> None:
+        """Renewals keep failing: an attempt whose lease runs out before the next try is told to stop
+        (``run.cancelled``); another process may take its job once it has, and its answer settles nothing."""
+        now = self.store.clock.now()
+        for r in self.runners:
+            for seq, (task, run) in list(r.running.items()):
+                ends = r.lease_ends.get(seq)
+                if ends is not None and now + margin >= ends and not run._taken_away:
+                    log.warning("%s/%s attempt %d: its lease could not be renewed and runs out in %.1fs; its "
+                                "handler is told to stop (run.cancelled), and the job runs again",
+                                r.queue.name, run.id, run.attempt, max(0.0, ends - now),
+                                extra={"queue": r.queue.name, "job_id": run.id, "attempt": run.attempt})
+                    self._take_away(r, task, run)
+
+    async def _maintain(self, period: float) -> None:
+        """Remove what is past keep and dedupe every ``period``, in a thread; through an outage, retry."""
+        loop = asyncio.get_running_loop()
+        retrying = Retrying(self.store._outages, "maintenance")
+        wait = period
+        while True:
+            if retrying.failing:
+                await self.pause(wait)
+            else:
+                await self.store.clock.sleep(wait)
+            try:
+                await loop.run_in_executor(None, self.store.maintain)
+            except Closed:
+                return
+            except Exception as exc:
+                wait = retrying.failed(exc)
+                continue
+            retrying.ok()
+            wait = period
+
+    def _supervise(self, task: "asyncio.Future[Any]") -> None:
+        """A background task that ends with an error stops the worker: it is never alive and idle."""
+        if not task.cancelled() and task.exception() is not None:
+            self.fail(task.exception())
+
+    def fail(self, exc: BaseException) -> None:
+        """A task cannot go on: stop as gracefully as on SIGTERM, and let serve() raise why."""
+        if self.failure is None:
+            self.failure = exc
+            reason = exc.error if isinstance(exc, CannotGoOn) else f"{type(exc).__name__}: {exc}"
+            log.error("%s; running handlers finish within the grace period (%gs), then the worker exits",
+                      reason, self.grace, exc_info=None if isinstance(exc, CannotGoOn) else exc)
+        self.stop()
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            failure = self.failure
+            if isinstance(failure, CannotGoOn):
+                raise failure.error from failure.cause
+            raise failure
+
+    # Serving
 
     async def serve(self) -> None:
-        """Serve until ``stop()``: then claim nothing more, let handlers finish within the grace period."""
-        listener = self._listen()
-        self.store._notifier.subscribe(listener)
-        renewer = asyncio.ensure_future(self._renew())
+        """Serve until ``stop()``: then claim nothing more, let handlers finish within the grace period.
+
+        Raises why, when a task could not go on (see ``fail``).
+        """
+        self.store._notifier.subscribe(listener := self._listen(), self._on_failure())
+        background = [asyncio.ensure_future(self._renew())]
+        if self.maintain_every is not None:
+            background.append(asyncio.ensure_future(self._maintain(self.maintain_every)))
         serving = [asyncio.ensure_future(r.serve()) for r in self.runners]
+        for t in background + serving:
+            t.add_done_callback(self._supervise)
         try:
             await self.stopping.wait()
             _, pending = await asyncio.wait(serving, timeout=self.grace)
             if pending:
-                log.warning("%d handlers still ran after the %gs grace period; their jobs go to the next attempt",
-                            sum(len(r.running) for r in self.runners), self.grace)
+                still = sum(len(r.running) for r in self.runners)
+                if still:
+                    log.warning("%d handlers still ran after the %gs grace period; their jobs go to the next "
+                                "attempt", still, self.grace)
+                self.giving_up = True
                 for r in self.runners:
                     for task, _ in list(r.running.values()):
                         task.cancel()
-                await asyncio.wait(pending)
-            for t in serving:
-                t.result()
+                    r.poke.set()
+                _, pending = await asyncio.wait(pending, timeout=SETTLE_AFTER_GRACE)
+                for t in pending:
+                    t.cancel()
+                if pending:
+                    await asyncio.wait(pending)
         finally:
-            renewer.cancel()
+            for t in background:
+                t.cancel()
             self.store._notifier.unsubscribe(listener)
             for t in serving:
                 t.cancel()
+            if self._check_handle is not None:
+                self._check_handle.cancel()
             self.threads.shutdown(wait=False)
+        for t in serving + background:
+            if t.done() and not t.cancelled() and t.exception() is not None and self.failure is None:
+                self.failure = t.exception()
+        self._raise_failure()
 
     async def run_until_idle(self) -> None:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
-        listener = self._listen()
-        self.store._notifier.subscribe(listener)
+        self.store._notifier.subscribe(listener := self._listen(), self._on_failure())
         renewer = asyncio.ensure_future(self._renew())  # a long handler keeps its lease here too
+        renewer.add_done_callback(self._supervise)
         try:
             while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
+                if self.stopping.is_set():
+                    break
                 for r in self.runners:
                     r.maybe_due = True
+        except CannotGoOn as stop:
+            self.failure = self.failure or stop
         finally:
             renewer.cancel()
             self.store._notifier.unsubscribe(listener)
+            if self._check_handle is not None:
+                self._check_handle.cancel()
             self.threads.shutdown(wait=True)
+        self._raise_failure()
 
     def stop(self) -> None:
         """Stop claiming; handlers finish within the grace period. Call on the worker's loop."""

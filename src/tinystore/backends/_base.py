@@ -153,15 +153,17 @@ class Backend(ABC):
     # Workers
     @abstractmethod
     def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]") -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future:
         """Settle, end expired leases and claim up to ``want`` jobs in one transaction; resolves to a Cycle.
 
         ``now`` may be the clock's ``now`` itself: it is then read once the transaction holds the write
-        lock, so that leases and rate-window starts carry the time they were taken.
+        lock, so that leases and rate-window starts carry the time they were taken. ``source`` (the
+        worker) is not woken by the notice of its own commit.
         """
 
     @abstractmethod
-    def give_back(self, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float) -> Future:
+    def give_back(self, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float,
+                  source: Any = None) -> Future:
         """Jobs claimed but never started wait again, their attempts not counted."""
 
     @abstractmethod
@@ -186,6 +188,11 @@ class Backend(ABC):
         """Which of these jobs the process still holds a lease on."""
 
     @abstractmethod
+    def next_due(self, queues: list[str]) -> dict[str, tuple]:
+        """Per queue, in one read: ``(first ungrouped job's time, first ready group's head time, first
+        group wake, first lease expiry, live leases)``, for a worker that heard of another's commit."""
+
+    @abstractmethod
     def run_transaction(self, fn: Callable[[Any], Any], lease: Optional[tuple[int, int]] = None) -> Any:
         """Run ``fn(tx)`` in one write transaction; with ``lease``, roll back unless it is still held."""
 
@@ -196,4 +203,5 @@ class Backend(ABC):
     # Change notices
     @abstractmethod
     def changed(self) -> bool:
-        """Whether another connection committed since the last call (cheap; polled)."""
+        """Whether another connection committed since the last call (cheap; polled). The backend's own
+        commits are told to its ``on_commit`` with the queues they changed instead."""

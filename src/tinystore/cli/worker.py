@@ -4,6 +4,12 @@ The first SIGTERM or SIGINT stops claiming, lets running handlers finish
 within --grace, gives back the jobs claimed but not started (their attempts
 not counted) and exits 0. A second signal exits at once; the next open of
 the store ends this process's leases, as after a crash.
+
+A store that cannot be written for a while (no space, an I/O error, the
+write lock held by another process past lock_timeout) is waited out, logged
+once when it begins and once when it ends. When the worker cannot go on (any
+other error of the store, or 5 minutes of such failures) it stops as on
+SIGTERM and exits 1, its last line saying why, for a supervisor to restart it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 import traceback
 from typing import Any
 
-from tinystore import Store
+from tinystore import Error, Store
 from tinystore._durations import parse_duration
 
 from ._common import CommandError
@@ -58,11 +64,29 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"{args.target} has no queue with a handler: register one with @queue.work")
         log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.path, ", ".join(served),
                  grace, extra={"queues": served})
-        store.serve(workers=args.workers, queues=served, grace=grace)
+        try:
+            store.serve(workers=args.workers, queues=served, grace=grace)
+        except Error as exc:  # it could not go on: say why, and exit 1 for a supervisor to restart it
+            failure: "Error | None" = exc
+        else:
+            failure = None
     finally:
-        store.close()
+        _close_quietly(store)
+    if failure is not None:
+        log.error("worker %d stopped: %s", os.getpid(), failure)
+        return _exit_past_lingering_handlers(1)
     log.info("worker %d stopped", os.getpid())
     return _exit_past_lingering_handlers(0)
+
+
+def _close_quietly(store: Store) -> None:
+    """Close the store; a store that cannot be written now cannot record that this process left, which
+    the next open finds out for itself (as after a crash)."""
+    try:
+        store.close()
+    except Error as exc:
+        log.warning("the store could not record that worker %d left (%s); the next open ends its leases",
+                    os.getpid(), exc)
 
 
 def load_store(target: str) -> Store:

@@ -26,17 +26,19 @@ from ..._settle import Requeue
 from ..._transaction import Transaction
 from .._base import Backend, Change, Cycle, JobRow, NewJob, Settlement
 from . import _claim, _groups, _identity, _jobs, _leases
-from ._connection import begin_immediate, check_file, connect, corrupt, is_busy, poll_for_the_write_lock
+from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
+                          poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
-from ._writer import Writer
+from ._writer import ANY, Writer
 
 SYNCHRONOUS = ("FULL", "NORMAL", "OFF")
 log = logging.getLogger("tinystore.store")
 
 
 class SQLiteBackend(Backend):
-    def __init__(self, path: str, synchronous: str = "FULL", on_commit: Callable[[], None] = lambda: None):
+    def __init__(self, path: str, synchronous: str = "FULL", on_commit: Callable[[Any], None] = lambda notice: None,
+                 lock_timeout: float = LOCK_TIMEOUT):
         if synchronous not in SYNCHRONOUS:
             raise InvalidArgument(f"synchronous={synchronous!r} must be one of {', '.join(SYNCHRONOUS)}")
         self.path = os.path.abspath(path)
@@ -45,6 +47,7 @@ class SQLiteBackend(Backend):
         self._real = os.path.realpath(self.path)
         self._lock_path = self._real + "-tinystore.lock"
         self._synchronous = synchronous
+        self._lock_timeout = lock_timeout
         self._on_commit = on_commit
         self._pid = os.getpid()  # the process the store belongs to: a forked child only lets go of it
         self._owner: Optional[int] = None
@@ -62,7 +65,7 @@ class SQLiteBackend(Backend):
         try:
             if lock is not None:
                 _identity.guard_wal(self.path, self._real, found, lock)
-            conn = connect(self.path, synchronous)
+            conn = connect(self.path, synchronous, lock_timeout)
             self.file = Identity.of(os.stat(self._real))  # the file opened (an overlay copies it up here)
             conn.execute("PRAGMA schema_version").fetchone()  # reads page 1: refuses garbage before writing
             if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
@@ -87,7 +90,7 @@ class SQLiteBackend(Backend):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._watch_conn = connect(self.path, synchronous)
+        self._watch_conn = connect(self.path, synchronous, lock_timeout)
         self._watch_lock = threading.Lock()
         self._data_version = self._read_data_version()
         self._options: dict[str, QueueOptions] = {}
@@ -222,12 +225,14 @@ class SQLiteBackend(Backend):
             lock.close()
         _identity.closed(self)
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, queue: Any = ANY, source: Any = None) -> Future:
+        """A write for the writer; ``queue`` is the queue it may change, for its commit's notice
+        (None: none that a worker waits on), ``source`` who asked (see ``Writer.submit``)."""
         self._usable()
-        return self._writer.submit(fn, *args)
+        return self._writer.submit(fn, *args, queue=queue, source=source)
 
-    def _committed(self) -> None:
-        self._on_commit()
+    def _committed(self, notice: Any) -> None:
+        self._on_commit(notice)
 
     def _thread_connection(self) -> sqlite3.Connection:
         """This thread's connection, for reads and for store.transaction()."""
@@ -236,7 +241,7 @@ class SQLiteBackend(Backend):
         conn = getattr(self._local, "conn", None)
         if conn is None:
             self._watch.check()  # a file gone is StoreGone, not "cannot open"
-            conn = connect(self.path, self._synchronous)
+            conn = connect(self.path, self._synchronous, self._lock_timeout)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -244,22 +249,32 @@ class SQLiteBackend(Backend):
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, in one read transaction."""
+        """This thread's connection, in one read transaction; the store's own errors as tinystore's."""
         conn = self._thread_connection()
         if conn.in_transaction:  # inside this thread's store.transaction(): read what it wrote
             yield conn
             return
-        while True:
-            try:
-                conn.execute("BEGIN")
-                break
-            except sqlite3.OperationalError as exc:
-                if not is_busy(exc):
-                    raise
         try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")  # deferred: it takes no lock, and cannot be busy
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            error = translated(exc, self.path, self._lock_timeout)
+            if error is exc:
+                raise
+            raise error from exc
+
+    @contextmanager
+    def _about(self, queue: str) -> Iterator[None]:
+        """The store's errors met within name ``queue``."""
+        try:
+            yield
+        except Error as exc:
+            if exc.queue is not None:
+                raise
+            raise naming(exc, queue) from exc.__cause__
 
     # Queues
 
@@ -271,7 +286,7 @@ class SQLiteBackend(Backend):
         return self._writer._conn
 
     def load_options(self, queue: str) -> Optional[QueueOptions]:
-        with self._read() as conn:
+        with self._about(queue), self._read() as conn:
             row = conn.execute(Q.queue_options, (queue,)).fetchone()
         return QueueOptions.from_json(json.loads(row[0])) if row else None
 
@@ -281,7 +296,7 @@ class SQLiteBackend(Backend):
             conn.execute(Q.queue_save, (queue, json.dumps(options.to_json())))
             if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
                 _groups.refresh(conn, queue, options)
-        return self.submit(op)
+        return self.submit(op, queue=queue)
 
     def queue_names(self) -> list[str]:
         with self._read() as conn:
@@ -292,35 +307,41 @@ class SQLiteBackend(Backend):
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
         if tx is not None:
             future: Future = Future()
-            future.set_result(_jobs.add(tx, queue, jobs, now, locked=False))
+            try:
+                future.set_result(_jobs.add(tx, queue, jobs, now, locked=False))
+            except sqlite3.Error as exc:
+                error = translated(exc, self.path, self._lock_timeout, queue)
+                if error is exc:
+                    raise
+                raise error from exc
             return future
-        return self.submit(_jobs.add, queue, jobs, now)
+        return self.submit(_jobs.add, queue, jobs, now, queue=queue)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
-        with self._read() as conn:
+        with self._about(queue), self._read() as conn:
             row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
         return JobRow(*row) if row else None
 
     def ahead(self, row: JobRow, now: float) -> int:
         args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
-        with self._read() as conn:
+        with self._about(row.queue), self._read() as conn:
             return (conn.execute(Q.ahead_ungrouped, args).fetchone()[0]
                     + conn.execute(Q.ahead_grouped, args).fetchone()[0])
 
     def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
         last = max(rows, key=lambda r: (r.at, r.seq))
         args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": json.dumps([r.seq for r in rows])}
-        with self._read() as conn:
+        with self._about(queue), self._read() as conn:
             return dict(conn.execute(Q.ahead_many, args).fetchall())
 
     def watch_begin(self, owner: int, seq: int) -> Future:
-        return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
+        return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)), queue=None)
 
     def watch_end(self, owner: int, seq: int) -> Future:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(Q.watched_delete, (seq, owner))
             conn.execute(Q.changes_prune_job, (seq,))
-        return self.submit(op)
+        return self.submit(op, queue=None)
 
     def watched(self, cursors: dict[int, int]) -> tuple[dict[int, JobRow], list[Change]]:
         with self._read() as conn:  # one snapshot: each row is what its last change made it
@@ -344,7 +365,7 @@ class SQLiteBackend(Backend):
             if job.grp is not None:
                 _groups.recompute(conn, queue, job.grp, opts, now)
             return job
-        return self.submit(op)
+        return self.submit(op, queue=queue)
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         def op(conn: sqlite3.Connection) -> bool:
@@ -355,11 +376,11 @@ class SQLiteBackend(Backend):
             if row[4] is not None:
                 conn.execute(Q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
             return True
-        return self.submit(op)
+        return self.submit(op, queue=queue)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
-        with self._read() as conn:
+        with self._about(queue), self._read() as conn:
             rows = conn.execute(Q.jobs_page, {"queue": queue, "after": after or "", "grp": grp, "now": now,
                                               "state": state, "limit": limit}).fetchall()
         return [JobRow(*r) for r in rows]
@@ -381,7 +402,7 @@ class SQLiteBackend(Backend):
     # Workers
 
     def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]") -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future:
         def op(conn: sqlite3.Connection) -> Cycle:
             # The clock is read once the write lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
@@ -394,15 +415,15 @@ class SQLiteBackend(Backend):
                 times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
                 wake = min(times) if times else None
             return Cycle(claimed, stale, wake)
-        return self.submit(op)
+        return self.submit(op, queue=queue, source=source)
 
-    def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float) -> Future:
+    def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float, source: Any = None) -> Future:
         """Jobs claimed but never started go back to waiting, their attempts not counted."""
         settlements = [Settlement(c.seq, c.attempt, c.grp, Requeue(c.at, None, uncount=True)) for c in claimed]
-        return self.submit(_leases.settle, queue, opts, settlements, now)
+        return self.submit(_leases.settle, queue, opts, settlements, now, queue=queue, source=source)
 
     def renew(self, queue: str, owner: int, expires: float) -> Future:
-        return self.submit(lambda conn: conn.execute(Q.lease_renew, (expires, owner, queue)).rowcount)
+        return self.submit(lambda conn: conn.execute(Q.lease_renew, (expires, owner, queue)).rowcount, queue=None)
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
         def op(conn: sqlite3.Connection) -> bool:
@@ -410,7 +431,7 @@ class SQLiteBackend(Backend):
                 return False
             conn.execute(Q.job_progress, (value, seq))
             return True
-        return self.submit(op)
+        return self.submit(op, queue=None)
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
@@ -423,7 +444,7 @@ class SQLiteBackend(Backend):
                 return False
             conn.execute(Q.step_keep, (seq, name, attempt, answer))
             return True
-        return self.submit(op)
+        return self.submit(op, queue=None)
 
     def keep_step_in(self, tx: Transaction, seq: int, attempt: int, name: str, answer: str) -> None:
         tx.connection.execute(Q.step_keep, (seq, name, attempt, answer))
@@ -431,6 +452,12 @@ class SQLiteBackend(Backend):
     def held(self, owner: int, seqs: list[int]) -> set[int]:
         with self._read() as conn:
             return {s for (s,) in conn.execute(Q.leases_held, (owner, json.dumps(seqs)))}
+
+    def next_due(self, queues: list[str]) -> dict[str, tuple]:
+        """Per queue, in one read: when its first job without a group is due, when the first head of a
+        group with room is, when a group's window slides, when a lease runs out, and its live leases."""
+        with self._read() as conn:
+            return {row[0]: row[1:] for row in conn.execute(Q.queues_next, (json.dumps(queues),))}
 
     def run_transaction(self, fn: Callable[[Transaction], Any], lease: Optional[tuple[int, int]] = None) -> Any:
         with self.transaction() as tx:
@@ -449,13 +476,20 @@ class SQLiteBackend(Backend):
         try:
             yield tx
             self._watch.check()  # a commit to a file no longer at the path would be lost
-        except BaseException:
-            conn.execute("ROLLBACK")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                if conn.in_transaction:  # SQLite rolls back by itself after some errors (no space, I/O)
+                    conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
             tx.closed = True
-            raise
-        conn.execute("COMMIT")
+            error = translated(exc, self.path, self._lock_timeout) if isinstance(exc, sqlite3.Error) else exc
+            if error is exc:
+                raise
+            raise error from exc
         tx.closed = True
-        self._on_commit()
+        self._on_commit(None)
 
     def in_transaction(self) -> bool:
         """Whether this thread has a store.transaction() open (its writes must go through it)."""
@@ -470,7 +504,7 @@ class SQLiteBackend(Backend):
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
-            count = self.submit(op).result()
+            count = self.submit(op, queue=None).result()
             removed += count
             if progress is not None:
                 progress(removed)
@@ -478,7 +512,7 @@ class SQLiteBackend(Backend):
                 break
         self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
                                   conn.execute(Q.changes_prune),
-                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
+                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,))), queue=None).result()
         return {"removed": removed}
 
     # Change notices
@@ -487,12 +521,11 @@ class SQLiteBackend(Backend):
         return self._watch_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def changed(self) -> bool:
+        """Whether another connection committed (read on the writer's connection, which its own commits
+        do not change: see ``Writer.changed``)."""
         if self.forked():
             raise _identity.forked_error(self.path, self._pid)
-        with self._watch_lock:
-            version = self._read_data_version()
-            changed, self._data_version = version != self._data_version, version
-        return changed
+        return self._writer.changed()
 
 
 def _statements(script: str) -> list[str]:

@@ -1,22 +1,38 @@
-"""Connections to a store file: the pragmas every connection needs, and waiting out SQLITE_BUSY."""
+"""Connections to a store file: the pragmas every connection needs, waiting out SQLITE_BUSY within
+``lock_timeout``, and the errors of the database and the file system as tinystore errors."""
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import sqlite3
 import stat
 import time
+from typing import Optional
 from urllib.parse import quote
 
-from ..._errors import Error, InvalidArgument, StoreCorrupt
+from ..._damage import damaged
+from ..._errors import DiskError, DiskFull, Error, InvalidArgument, Locked, ReadOnly, StoreCorrupt
+
+log = logging.getLogger("tinystore.store")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT = 5.0  # SQLite's own busy handler waits this long before we retry
+LOCK_TIMEOUT = 30.0  # how long a write waits for another process to give up the write lock (open's default)
+LOCK_WARNING = 5.0  # a wait this long for the write lock is logged, once per wait
 # The files beside a store that SQLite (WAL) and tinystore (the liveness locks, see _liveness) make.
 BESIDE = ("-wal", "-shm", "-tinystore.lock")
 
 
-def connect(path: str, synchronous: str) -> sqlite3.Connection:
+class Connection(sqlite3.Connection):
+    """A connection that knows its store's path and how long it waits for the write lock."""
+
+    path: str
+    lock_timeout: float
+
+
+def connect(path: str, synchronous: str, lock_timeout: float = LOCK_TIMEOUT) -> Connection:
     """A connection in autocommit mode: tinystore issues BEGIN and COMMIT itself.
 
     The file must exist (the backend creates it, owner-only): a connection
@@ -24,13 +40,20 @@ def connect(path: str, synchronous: str) -> sqlite3.Connection:
     store with SQLite's default permissions.
     """
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT,
-                               isolation_level=None, check_same_thread=False, cached_statements=256)
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=min(BUSY_TIMEOUT, lock_timeout),
+                               isolation_level=None, check_same_thread=False, cached_statements=256,
+                               factory=Connection)
     except sqlite3.OperationalError as exc:
         if exc.sqlite_errorcode != sqlite3.SQLITE_CANTOPEN:
-            raise
+            raise translated(exc, path) from None
         raise Error(f"cannot open the store {path}: {exc}") from None
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.path = path
+    conn.lock_timeout = lock_timeout
+    try:
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translated(exc, path) from None
     return conn
 
 
@@ -40,22 +63,133 @@ def is_busy(exc: BaseException) -> bool:
 
 
 def begin_immediate(conn: sqlite3.Connection) -> None:
-    """Take the write lock up front, waiting as long as another writer holds it.
+    """Take the write lock up front, waiting for another writer to give it up, at most ``lock_timeout``.
 
     Users never see "database is locked": a connection whose busy handler
     gives up (after BUSY_TIMEOUT, or at once for the writer, see
     ``poll_for_the_write_lock``) tries again here, in steps of 0.1 to 2 ms.
+    Past ``lock_timeout`` (30 s unless ``open`` was told otherwise) it raises
+    ``Locked``: a process stopped or stuck while it holds the lock would make
+    every write of every other process wait for ever. A wait of more than
+    5 s is logged, once.
     """
     pause = 0.0001
+    began = time.monotonic()  # before the first try: SQLite's own busy handler may wait in it
+    warned = False
     while True:
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if warned:
+                log.info("the write lock of %s was given up after %.1fs: writes go on", _path(conn),
+                         time.monotonic() - began)
             return
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
-                raise
+                raise translated(exc, _path(conn), _timeout(conn)) from None
+        waited = time.monotonic() - began
+        timeout = _timeout(conn)
+        if waited >= timeout:
+            raise locked(_path(conn), timeout)
+        if waited >= LOCK_WARNING and not warned:
+            warned = True
+            log.warning("another process has held the write lock of %s for %.0fs; waiting up to %gs "
+                        "(lock_timeout)", _path(conn), waited, timeout)
         time.sleep(pause)
         pause = min(2 * pause, 0.002)
+
+
+def locked(path: str, timeout: Optional[float], queue: Optional[str] = None) -> Locked:
+    held = f"for more than {timeout:g}s (lock_timeout)" if timeout is not None else "for too long"
+    return Locked(f"another process has held the write lock of the store {path} {held}, so nothing was "
+                  f"written: it may be stopped (SIGSTOP, a debugger) or stuck in a long transaction, and which "
+                  f"process it is cannot be told from the store (`fuser {path}` lists the processes that have it "
+                  f"open). Let it go on or end it, or give tinystore.open(..., lock_timeout=...) a longer wait",
+                  queue=queue)
+
+
+def translated(exc: BaseException, path: str, lock_timeout: Optional[float] = None,
+               queue: Optional[str] = None) -> BaseException:
+    """A database or file-system error as the tinystore error that says what happened and what to do
+    (naming ``queue``, where given).
+
+    An error about the SQL itself (a syntax error, a constraint) is not the
+    store's: it is returned as it is, for its caller to see.
+    """
+    if isinstance(exc, Error):
+        return exc
+    if isinstance(exc, OSError):
+        return _chained(_os_error(exc, path, queue), exc)
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    detail = f"{exc}; {_name(exc)}"
+    if primary == sqlite3.SQLITE_FULL or code == sqlite3.SQLITE_IOERR_SHMSIZE:
+        error: Error = DiskFull(f"no space is left on the device that holds the store {path}, so nothing was "
+                                f"written ({exc}): free some space, then try again", queue=queue)
+    elif primary == sqlite3.SQLITE_IOERR and _read_only_fs(os.path.dirname(os.path.realpath(path))):
+        error = ReadOnly(f"the store {path} cannot be written: its file system is read-only now (remounted "
+                         f"read-only, perhaps after errors) ({detail}): check the disk and the system log, and "
+                         f"remount it read-write", queue=queue)
+    elif primary == sqlite3.SQLITE_IOERR:
+        error = DiskError(f"the disk reported an I/O error on the store {path}, so nothing was written "
+                          f"({detail}): check the disk and the system log, then try again", queue=queue)
+    elif primary in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
+        error = ReadOnly(f"the store {path} cannot be written: its file, a file beside it (-wal, -shm) or its "
+                         f"folder is read-only (permissions, a read-only mount or chattr +i) ({detail}): make "
+                         f"them writable by this process", queue=queue)
+    elif primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return damaged(path, exc, queue)
+    elif primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        error = locked(path, lock_timeout, queue)
+    elif primary == sqlite3.SQLITE_CANTOPEN:
+        error = Error(f"cannot open the store {path}, or a file beside it ({exc}): check that its folder and "
+                      f"files are there and that this process may use them", queue=queue)
+    else:
+        return exc
+    return _chained(error, exc)
+
+
+def _os_error(exc: OSError, path: str, queue: Optional[str]) -> Error:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"no space is left on the device that holds the store {path}, so nothing was written "
+                        f"({_why(exc)}): free some space, then try again", queue=queue)
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return ReadOnly(f"the store {path} cannot be written ({_why(exc)}): make its folder and files writable "
+                        f"by this process", queue=queue)
+    if exc.errno == errno.EIO:
+        return DiskError(f"the disk reported an I/O error on the store {path} ({_why(exc)}): check the disk and "
+                         f"the system log, then try again", queue=queue)
+    return Error(f"the store {path}: {_why(exc)}", queue=queue)
+
+
+def naming(error: Error, queue: str) -> Error:
+    """``error`` as the same error about ``queue``."""
+    try:
+        named = type(error)(str(error), queue=queue)
+    except TypeError:  # an Error subclass with a constructor of its own
+        return error
+    named.__cause__ = error.__cause__
+    named.__suppress_context__ = True
+    return named
+
+
+def _chained(error: Error, cause: BaseException) -> Error:
+    error.__cause__ = cause
+    error.__suppress_context__ = True
+    return error
+
+
+def _name(exc: sqlite3.Error) -> str:
+    return getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+
+
+def _path(conn: sqlite3.Connection) -> str:
+    return getattr(conn, "path", "(the store)")
+
+
+def _timeout(conn: sqlite3.Connection) -> float:
+    return getattr(conn, "lock_timeout", LOCK_TIMEOUT)
 
 
 def poll_for_the_write_lock(conn: sqlite3.Connection) -> None:
@@ -146,5 +280,13 @@ def _why(exc: OSError) -> str:
     return f"{(exc.strerror or str(exc)).lower()}{where}"
 
 
-def corrupt(path: str, exc: sqlite3.DatabaseError) -> StoreCorrupt:
+def corrupt(path: str, exc: sqlite3.DatabaseError) -> Error:
+    """What a database error while opening the store means: damage, unless it says what else it is (no
+    space, a read-only file, a lock held too long), which is not damage."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB,
+                                                     sqlite3.SQLITE_ERROR):
+        found = translated(exc, path)
+        if isinstance(found, Error):
+            return found
     return StoreCorrupt(f"{path} is damaged or not a SQLite database: {exc}")

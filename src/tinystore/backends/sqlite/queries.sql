@@ -439,3 +439,18 @@ DELETE FROM tinystore_changes WHERE job NOT IN (SELECT job FROM tinystore_watche
 SELECT c.id, c.job, c.state, c.at, c.attempt, c.error, c.progress
 FROM json_each(?) AS w JOIN tinystore_changes AS c ON c.job = w.value ->> 0 AND c.id > w.value ->> 1
 ORDER BY c.id;
+
+-- name: queues_next
+-- For each queue of a JSON array of names, what an idle worker waits for, one index probe each: the
+-- first job without a group (due or not), the first head of a group with room, the first group whose
+-- rate window slides, the first lease to run out, and the live leases. A worker reads it when another
+-- process committed, instead of a claim transaction per queue.
+SELECT q.value,
+    (SELECT at FROM tinystore_jobs WHERE queue = q.value AND state = 'queued' AND grp IS NULL
+     ORDER BY at, seq LIMIT 1),
+    (SELECT head_at FROM tinystore_groups WHERE queue = q.value AND ready = 1 AND head_at IS NOT NULL
+     ORDER BY head_at, head_seq LIMIT 1),
+    (SELECT min(wake_at) FROM tinystore_groups WHERE queue = q.value AND wake_at IS NOT NULL),
+    (SELECT min(expires) FROM tinystore_leases WHERE queue = q.value),
+    (SELECT count(*) FROM tinystore_leases WHERE queue = q.value)
+FROM json_each(?) q;
