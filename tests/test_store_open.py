@@ -642,3 +642,9 @@ def test_a_connection_to_a_store_file_never_creates_the_file(tmp_path):
         connect(str(path), "FULL")
     assert str(path) in str(caught.value)
     assert os.listdir(tmp_path) == [], "a file SQLite made would have its default mode, not the owner's only"
+
+
+def test_a_path_with_a_NUL_in_it_is_an_InvalidArgument_and_nothing_is_made(tmp_path):
+    with pytest.raises(tinystore.InvalidArgument):
+        tinystore.open(str(tmp_path / "a\0b.db"))
+    assert list(tmp_path.iterdir()) == []

@@ -57,7 +57,7 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
     if durability not in DURABILITY:
         raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
     path = os.fspath(target)
-    if not isinstance(path, str) or not path:
+    if not isinstance(path, str) or not path or "\0" in path:
         raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
     if path.startswith(("postgresql://", "postgres://")):
         raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")

@@ -82,6 +82,7 @@ def test_open_on_a_full_disk_says_that_no_space_is_left_not_that_the_file_is_dam
             assert_no_space(raised.value)
             assert not isinstance(raised.value, tinystore.StoreCorrupt)
             assert "damaged" not in str(raised.value)
+        assert not (disk.root / "new.db").exists(), "a refused open leaves no empty store file behind"
     finally:
         disk.free()
     tinystore.open(disk.root / "kept.db").close()

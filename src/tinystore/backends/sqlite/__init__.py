@@ -52,7 +52,8 @@ class SQLiteBackend(Backend):
         self._pid = os.getpid()  # the process the store belongs to: a forked child only lets go of it
         self._owner: Optional[int] = None
         check_file(self.path)
-        if not os.path.exists(self.path):
+        created = not os.path.exists(self.path)
+        if created:
             _identity.refuse_orphan_wal(self.path, self._real)
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
         # One file, one name, and its own WAL: refused before SQLite opens anything (see _identity).
@@ -78,6 +79,8 @@ class SQLiteBackend(Backend):
                 conn.close()
             if lock is not None:
                 lock.close()
+            if created and os.path.getsize(self.path) == 0:
+                os.remove(self.path)  # a refused open leaves nothing behind (a full disk at open, say)
             if isinstance(exc, sqlite3.DatabaseError) and not is_busy(exc):
                 raise corrupt(self.path, exc) from None
             raise
@@ -90,9 +93,6 @@ class SQLiteBackend(Backend):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
-        self._watch_conn = connect(self.path, synchronous, lock_timeout)
-        self._watch_lock = threading.Lock()
-        self._data_version = self._read_data_version()
         self._options: dict[str, QueueOptions] = {}
         _identity.opened(self)
 
@@ -191,7 +191,7 @@ class SQLiteBackend(Backend):
 
     def inherited_connections(self) -> list[sqlite3.Connection]:
         """Every connection of the store, for a forked child to keep and never close (see _identity)."""
-        return [self._writer._conn, self._watch_conn, *self._readers]
+        return [self._writer._conn, *self._readers]
 
     def close(self) -> None:
         if self.forked():
@@ -219,8 +219,6 @@ class SQLiteBackend(Backend):
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
-        with self._watch_lock:
-            self._watch_conn.close()
         for lock in locks:
             lock.close()
         _identity.closed(self)
@@ -516,9 +514,6 @@ class SQLiteBackend(Backend):
         return {"removed": removed}
 
     # Change notices
-
-    def _read_data_version(self) -> int:
-        return self._watch_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def changed(self) -> bool:
         """Whether another connection committed (read on the writer's connection, which its own commits
