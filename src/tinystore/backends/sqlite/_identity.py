@@ -106,11 +106,17 @@ def _unescape(field: str) -> str:
 
 # The WAL beside the file
 
+def _wal_with_commits(real: str) -> Optional[str]:
+    """The WAL beside the file's real name, where it holds anything."""
+    wal = real + "-wal"
+    return wal if os.path.exists(wal) and os.path.getsize(wal) > 0 else None
+
+
 def refuse_orphan_wal(path: str, real: str) -> None:
     """Refuse to make a new store file beside a WAL, which SQLite would then delete (a WAL beside an
     empty file is dropped), and with it the last commits of the file that had the name."""
-    wal = real + "-wal"
-    if os.path.exists(wal) and os.path.getsize(wal) > 0:
+    wal = _wal_with_commits(real)
+    if wal is not None:
         raise Error(
             f"cannot open the store {path}: the store file is missing, but {wal} is beside its name: the "
             f"store was deleted or renamed while a process had it open, and what that process wrote last "
@@ -138,8 +144,8 @@ def guard_wal(path: str, real: str, file: Identity, lock: LockFile) -> None:
                     f"that have it open opened it (it was replaced, or renamed over). They still write to "
                     f"the file they opened, in a WAL beside this name, which SQLite would replay onto this "
                     f"one: stop them (`fuser {lock.path}` lists them), then open it again")
-            wal = real + "-wal"
-            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            wal = _wal_with_commits(real)
+            if wal is not None:
                 raise Error(
                     f"cannot open the store {path}: {wal} was left by the file that was there before "
                     f"(this one replaced it, or was renamed over it, while it was open), and SQLite would "
