@@ -352,3 +352,19 @@ def test_a_worker_whose_store_fails_in_a_way_retrying_cannot_mend_stops_at_once_
     last = err.strip().splitlines()[-1]
     assert "does not hold tinystore's tables" in last and "no such table: tinystore_leases" in last, err
     assert "tries it again" not in err  # not an outage: nothing to wait out
+
+
+def test_a_serving_worker_whose_store_file_is_renamed_stops_at_once_and_exits_1_saying_so(
+        tmp_path: Path, workers: Callable[..., Workers]) -> None:
+    store = tmp_path / "store.db"
+    with tinystore.open(store) as s:
+        s.queue("soon").add_many([tinystore.Job(n, delay="3s") for n in range(100)])
+    w = workers(store, SCHEMA)
+    worker = w.start()
+    store.rename(tmp_path / "moved.db")
+    code = wait_child(worker, 30)
+    err = stderr_of(worker)
+    assert code == 1, err
+    last = err.strip().splitlines()[-1]
+    assert "renamed" in last, err
+    assert jobs_left(tmp_path / "moved.db") == 100
