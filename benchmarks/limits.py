@@ -80,7 +80,7 @@ def payload(n: int) -> dict[str, Any]:
 
 def claim_cycles(store: tinystore.Store, queue: tinystore.Queue, until: Any) -> dict[str, Any]:
     """Settle-and-claim cycles, as a worker runs them, until ``until(claimed jobs)`` says stop."""
-    backend, owner = store._backend, store._owner
+    backend, owner = store._backend, store._ctx.owner
     conn = backend._writer_conn()
     steps = [0]
 
@@ -96,7 +96,7 @@ def claim_cycles(store: tinystore.Store, queue: tinystore.Queue, until: Any) -> 
     try:
         while not until(claimed):
             settlements = [Settlement(c.seq, c.attempt, c.grp, Done(None)) for c in held]
-            cycle = backend.cycle(queue.name, queue.options, owner, settlements, WANT, time.time()).result()
+            cycle = backend.cycle(queue.name, owner, settlements, WANT, time.time()).result()
             cycles += 1
             held = cycle.claimed
             if not held:
@@ -107,7 +107,7 @@ def claim_cycles(store: tinystore.Store, queue: tinystore.Queue, until: Any) -> 
         conn.set_progress_handler(None, 1000)
     if held:  # settle the last claims, outside the measure
         settlements = [Settlement(c.seq, c.attempt, c.grp, Done(None)) for c in held]
-        backend.cycle(queue.name, queue.options, owner, settlements, 0, time.time()).result()
+        backend.cycle(queue.name, owner, settlements, 0, time.time()).result()
     return {"claimed": claimed, "cycles": cycles, "seconds": elapsed, "vm_steps": steps[0] * 1000}
 
 

@@ -14,7 +14,7 @@ import tinystore
 
 
 def seq_of(store: tinystore.Store, queue: str, id: str) -> int:
-    with sqlite3.connect(store.path) as conn:
+    with sqlite3.connect(store.location) as conn:
         return conn.execute("SELECT seq FROM tinystore_jobs WHERE queue = ? AND id = ?", (queue, id)).fetchone()[0]
 
 
@@ -67,7 +67,7 @@ def test_an_add_in_an_applications_transaction_takes_the_write_lock_before_it_re
                 seen.append((sql.split()[0].upper(), self.in_transaction))
             return cursor
 
-    app = sqlite3.connect(store.path, factory=Recording)
+    app = sqlite3.connect(store.location, factory=Recording)
     try:
         store.queue("q").add("mine", id="mine", conn=app)
         app.commit()

@@ -59,7 +59,7 @@ def _measure_once(ctx: Context, name: str, body: "callable") -> tuple[float, int
         commits = None if commits is None else counter.read() - commits
     finally:
         store.close()
-        remove_store(store.path)
+        remove_store(store.location)
     return count / seconds, commits
 
 

@@ -1,18 +1,12 @@
-"""How waiting workers and watchers hear that the store changed.
+"""Hearing that the store changed: one subscription to the backend, told to every worker and watcher.
 
-A commit in this process tells them at once, with the queues it changed
-(a notice: ``{queue: source}``, the source being whoever asked for the write,
-or None), so that a worker wakes only the runners of those queues. A commit
-by another connection (another process, the application's own connection,
-a ``store.transaction()``) is noticed by polling ``PRAGMA data_version`` of
-the writer's connection every few milliseconds: a read of one integer from
-shared memory, never a query of the jobs table, and one poll per store
-however many workers and watchers wait on it. Such a notice cannot say which
-queues changed: it is ``None``, and a worker then asks the store which of its
-idle runners have work (see ``Worker._check_due``).
-
-The poll rides out a store it cannot read for a while (``_outage``); when
-it cannot go on, every subscriber's ``on_failure`` is told why.
+The backend tells each commit as a ``Notice`` (which queues got work, which
+jobs were cancelled): its own process's at once, other connections' as it
+hears of them (a poll on SQLite, LISTEN/NOTIFY on PostgreSQL). This module
+fans that out to the subscribers of a store, starts the backend's hearing
+when the first one subscribes, and rides out a store it cannot read for a
+while (``_outage``); when hearing cannot go on, every subscriber's
+``on_failure`` is told why.
 """
 
 from __future__ import annotations
@@ -21,31 +15,31 @@ import threading
 from typing import Callable, Optional
 
 from ._outage import CannotGoOn, Outages, Retrying
+from .backends._base import Backend, Notice
 
-POLL_INTERVAL = 0.002
-
-Notice = Optional[dict]  # {queue: source, or None for several}; None when it cannot say which queues
 Listener = Callable[[Notice], None]
 OnFailure = Callable[[CannotGoOn], None]
+EVERYTHING = Notice(everything=True)
 
 
-class Notifier:
-    def __init__(self, changed: Callable[[], bool], outages: Optional[Outages] = None):
-        self._changed = changed
+class Notices:
+    def __init__(self, backend: Backend, outages: Outages):
+        self._backend = backend
+        self._outages = outages
         self._listeners: dict[Listener, Optional[OnFailure]] = {}
         self._lock = threading.Lock()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._outages = outages or Outages()
+        self._hearing = False
+        self._retrying = Retrying(outages, "hearing of other processes' commits")
         self.failure: Optional[CannotGoOn] = None
 
     def subscribe(self, listener: Listener, on_failure: Optional[OnFailure] = None) -> None:
         with self._lock:
             self._listeners[listener] = on_failure
             failure = self.failure
-            if failure is None and self._thread is None and not self._closed.is_set():
-                self._thread = threading.Thread(target=self._poll, name="tinystore-notifier", daemon=True)
-                self._thread.start()
+            start = failure is None and not self._hearing
+            self._hearing = self._hearing or start
+        if start:
+            self._backend.listen(self._heard, self._failed)
         if failure is not None and on_failure is not None:
             on_failure(failure)
 
@@ -53,46 +47,27 @@ class Notifier:
         with self._lock:
             self._listeners.pop(listener, None)
 
-    def fire(self, notice: Notice = None) -> None:
+    def fire(self, notice: Notice = EVERYTHING) -> None:
+        """Tell every subscriber (the clock moved: any queue may have work, any watched job changed)."""
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:
             listener(notice)
 
-    def committed_here(self, notice: Notice) -> None:
-        """A commit of this process's writer, with the queues it changed: tell everyone now."""
+    def _heard(self, notice: Notice) -> None:
+        if self._retrying.failing:
+            self._retrying.ok()
         if self._listeners:
             self.fire(notice)
 
-    def close(self) -> None:
-        self._closed.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-
-    def _poll(self) -> None:
-        retrying = Retrying(self._outages, "hearing of other processes' commits")
-        wait = POLL_INTERVAL
-        while not self._closed.wait(wait):
-            wait = POLL_INTERVAL
-            if not self._listeners:
-                continue
-            try:
-                changed = self._changed()
-            except Exception as exc:
-                try:
-                    wait = retrying.failed(exc)
-                except CannotGoOn as stop:
-                    self._fail(stop)
-                    return
-                continue
-            retrying.ok()
-            if changed:
-                self.fire(None)
-
-    def _fail(self, stop: CannotGoOn) -> None:
-        with self._lock:
-            self.failure = stop
-            self._thread = None
-            told = [f for f in self._listeners.values() if f is not None]
-        for on_failure in told:
-            on_failure(stop)
+    def _failed(self, exc: BaseException) -> Optional[float]:
+        """The backend could not hear: how long to wait before it tries again, or None when it must stop."""
+        try:
+            return self._retrying.failed(exc)
+        except CannotGoOn as stop:
+            with self._lock:
+                self.failure = stop
+                told = [f for f in self._listeners.values() if f is not None]
+            for on_failure in told:
+                on_failure(stop)
+            return None

@@ -5,25 +5,25 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
-from ._appconn import check_same_file, join_transaction, sqlite_connection_of
-from ._damage import mapped
+from ._context import Context
 from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument, LimitExceeded
 from ._jobstate import STATES, Job, JobState, state_of
 from ._options import QueueOptions
 from ._transaction import Transaction
 from ._values import MAX_BATCH, check_text_id, check_time, encode_json, to_timestamp
-from .backends._base import JobRow, NewJob
+from .backends._base import JobDetail, JobRow, NewJob
 
 if TYPE_CHECKING:
-    from ._store import Store
+    from ._watch import Watches
 
 
 class Queue:
     """A named queue of a store. Get one with ``store.queue(name, ...)``, which lists its options."""
 
-    def __init__(self, store: "Store", name: str, options: QueueOptions):
-        self.store = store
+    def __init__(self, ctx: Context, watches: "Watches", name: str, options: QueueOptions):
+        self._ctx = ctx
+        self._watches = watches
         self.name = name
         self.options = options
         self.handler: Optional[Callable[..., Any]] = None
@@ -33,7 +33,7 @@ class Queue:
 
     def reload(self) -> None:
         """Read the options kept in the store, which another process may have changed."""
-        self.options = self.store._backend.load_options(self.name) or self.options
+        self.options = self._ctx.backend.load_options(self.name) or self.options
 
     # Adding
 
@@ -60,13 +60,12 @@ class Queue:
         failed can be made again and adds nothing twice, JOB-10), or in one
         ``store.transaction()`` with ``tx=`` where they must commit together.
         """
-        self.store._check_open()
-        now = self.store.clock.now()
+        self._ctx.check_open()
+        now = self._ctx.clock.now()
         jobs = self._new_jobs(items, now)
         target = self._target(tx, conn)
-        with mapped(self.store.path, self.name):
-            results = self.store._backend.add(self.name, jobs, now, tx=target).result()
-            return [self._state(row, now, added=added) for row, added in results]
+        results = self._ctx.backend.add(self.name, jobs, now, tx=target).result()
+        return [self._state(a.row, now, added=a.added) for a in results]
 
     def _new_jobs(self, items: Iterable[Any], now: float) -> list[NewJob]:
         size = len(items) if hasattr(items, "__len__") else 0  # type: ignore[arg-type]
@@ -102,20 +101,17 @@ class Queue:
             due = check_time(now, "now, by the store's clock,", self.name, id)
         return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due)
 
-    def _target(self, tx: Optional[Transaction], conn: Any) -> Any:
-        """The connection an add runs on: a transaction's, the application's, or None for the writer."""
+    def _target(self, tx: Optional[Transaction], conn: Any) -> Optional[Transaction]:
+        """The transaction an add runs in: the store's, the application's connection's, or None for its own."""
         if tx is not None and conn is not None:
             raise InvalidArgument("give tx= or conn=, not both", queue=self.name)
         if tx is not None:
             if not isinstance(tx, Transaction) or tx.closed:
                 raise InvalidArgument("tx= must be an open store.transaction()", queue=self.name)
-            return tx.connection
+            return tx
         if conn is not None:
-            connection = sqlite_connection_of(conn, self.name)
-            check_same_file(connection, self.store._backend.path, self.name)
-            join_transaction(conn)
-            return connection
-        if self.store._backend.in_transaction():
+            return self._ctx.backend.adopt(conn, self.name)
+        if self._ctx.backend.in_transaction():
             raise InvalidArgument("a store.transaction() is open in this thread: pass tx= to add in it",
                                   queue=self.name)
         return None
@@ -123,7 +119,7 @@ class Queue:
     # Reading
 
     def _state(self, row: JobRow, now: float, added: bool = False) -> JobState:
-        backend = self.store._backend
+        backend = self._ctx.backend
         return state_of(row, now, self.options.attempts, lambda: backend.ahead(row, now), added=added)
 
     def _visible(self, row: Optional[JobRow], now: float) -> Optional[JobRow]:
@@ -135,11 +131,21 @@ class Queue:
     def get(self, id: str) -> Optional[JobState]:
         """The job with this id, or None where the queue keeps none."""
         check_text_id(id, "id", self.name)
-        self.store._check_open()
-        now = self.store.clock.now()
-        with mapped(self.store.path, self.name):
-            row = self._visible(self.store._backend.get(self.name, id), now)
-            return self._state(row, now) if row else None
+        self._ctx.check_open()
+        now = self._ctx.clock.now()
+        row = self._visible(self._ctx.backend.get(self.name, id), now)
+        return self._state(row, now) if row else None
+
+    def detail(self, id: str) -> Optional[tuple[JobState, JobDetail]]:
+        """The job with this id and what an operator looks at beyond it: the steps kept under it (their
+        answers as JSON text) and who holds its lease; None where the queue keeps no such job."""
+        check_text_id(id, "id", self.name)
+        self._ctx.check_open()
+        now = self._ctx.clock.now()
+        row = self._visible(self._ctx.backend.get(self.name, id), now)
+        if row is None:
+            return None
+        return self._state(row, now), self._ctx.backend.detail(row.seq)
 
     def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
              after: Optional[str] = None) -> list[JobState]:
@@ -152,10 +158,9 @@ class Queue:
             raise InvalidArgument(f"state={state!r} must be one of {', '.join(STATES[:5])}", queue=self.name)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidArgument(f"limit={limit!r} must be an int from 1 to 10000", queue=self.name)
-        self.store._check_open()
-        now = self.store.clock.now()
-        with mapped(self.store.path, self.name):
-            rows = self.store._backend.jobs(self.name, state, group, limit, after, now)
+        self._ctx.check_open()
+        now = self._ctx.clock.now()
+        rows = self._ctx.backend.jobs(self.name, state, group, limit, after, now)
         return [self._state(r, now) for r in rows]
 
     # Changing
@@ -163,30 +168,27 @@ class Queue:
     def cancel(self, id: str) -> bool:
         """Take a scheduled, waiting or running job away (JOB-12); True where it took one."""
         check_text_id(id, "id", self.name)
-        with mapped(self.store.path, self.name):
-            row = self.store._backend.cancel(self.name, id, self.options, self.store.clock.now()).result()
-        if row is None:
-            return False
-        self.store._tell_cancelled(row.seq)
-        return True
+        self._ctx.check_open()
+        # The notice of its commit tells the handler running it, in this process or another.
+        return self._ctx.backend.cancel(self.name, id, self._ctx.clock.now()).result() is not None
 
     def retry(self, id: str) -> bool:
         """Run a failed job again, its attempts from zero; True where a failed job had that id."""
         check_text_id(id, "id", self.name)
-        with mapped(self.store.path, self.name):
-            return self.store._backend.retry_failed(self.name, id, self.store.clock.now()).result()
+        self._ctx.check_open()
+        return self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now()).result()
 
     # Watching
 
     def watch(self, id: str) -> Iterator[JobState]:
         """Yield the job as it is, then each change, until it is done, failed or cancelled (JOB-13)."""
         check_text_id(id, "id", self.name)
-        return self.store._watches.watch(self, id)
+        return self._watches.watch(self, id)
 
     def watch_async(self, id: str) -> AsyncIterator[JobState]:
         """``watch`` for ``async for``."""
         check_text_id(id, "id", self.name)
-        return self.store._watches.watch_async(self, id)
+        return self._watches.watch_async(self, id)
 
     # Handling
 
@@ -196,8 +198,6 @@ class Queue:
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
         self.handler = handler
         return handler
-
-
 
 
 def _new_id(now: float) -> str:

@@ -130,25 +130,14 @@ class _Attempt:
         return Conflict(f"{what} was not kept: attempt {self.attempt} no longer holds its lease",
                         queue=self.queue, job_id=self.id)
 
-    def _transaction_body(self, name: str, fn: Callable[[Any], Any]) -> Callable[[Any], tuple[bool, Any]]:
-        """The body of run.transaction: fn's writes and the step's answer in one commit (JOB-14)."""
-        def body(tx: Any) -> tuple[bool, Any]:
-            text = self._backend.step_answer(self._seq, name)  # read inside the write lock: no race
-            if text is not None:
-                return True, json.loads(text)
-            answer = fn(tx)
-            text = self._encode(name, answer)
-            self._backend.keep_step_in(tx, self._seq, self.attempt, name, text)
-            return False, json.loads(text)
-        return body
-
     def _transaction(self, name: str, fn: Callable[[Any], Any]) -> Any:
+        """fn's writes and the step's answer in one commit, exactly once (JOB-14): one backend operation."""
         self._claim_name(name)
         try:
-            _, answer = self._backend.run_transaction(self._transaction_body(name, fn), lease=self.lease)
+            _, text = self._backend.transact(self.lease, name, fn, lambda answer: self._encode(name, answer))
         except Conflict:
             raise self._lost(f"transaction {name!r}") from None
-        return answer
+        return json.loads(text)
 
 
 class Run(_Attempt):
@@ -176,7 +165,8 @@ class AsyncRun(_Attempt):
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Return fn's answer (fn sync or async), kept under the job: a later attempt gets it back."""
         self._claim_name(name)
-        found, answer = self._kept(name)
+        # Read in a thread: the loop runs other handlers meanwhile, whatever the database's latency.
+        found, answer = await asyncio.get_running_loop().run_in_executor(None, self._kept, name)
         if found:
             return answer
         answer = fn()

@@ -1,7 +1,10 @@
 """What happens to a job when an attempt ends: the one place that decides it.
 
 Backends apply these decisions; they never compute backoff or count attempts
-themselves, so both backends settle alike.
+themselves, so every backend settles alike. An attempt whose lease ended
+without a settlement (its process died, stalled or was stopped) is decided
+by ``decide_lost``, which a backend applies as it ends such leases, in bulk
+where it must (its SQL says so where it does).
 """
 
 from __future__ import annotations
@@ -89,3 +92,15 @@ def decide_lost(attempt: int, opts: QueueOptions, now: float) -> Decision:
     if attempt >= opts.attempts:
         return Failed(LOST_LEASE, now + opts.keep)
     return Requeue(now, LOST_LEASE)
+
+
+def lost(now: float) -> Requeue:
+    """An attempt that could not be settled as it ended (its worker stopped past the grace period):
+    the job runs again at once, the attempt counted."""
+    return Requeue(now, LOST_LEASE)
+
+
+def given_back(at: float) -> Requeue:
+    """A job claimed but never started (its worker was stopping): it waits again for ``at``, as it was,
+    the attempt not counted."""
+    return Requeue(at, None, uncount=True)

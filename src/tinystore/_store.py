@@ -11,23 +11,24 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ._clock import Clock
+from ._context import Context
 from ._durations import parse_duration
-from ._errors import Closed, Error, InvalidArgument
-from ._notify import Notifier
+from ._errors import InvalidArgument
+from ._notify import Notices
 from ._outage import Outages
 from ._options import QueueOptions, parse_options
 from ._queue import Queue
-from ._run import AsyncRun
 from ._transaction import Transaction
 from ._values import check_queue_name
 from ._watch import Watches
 from ._worker import Worker
-from .backends.sqlite import SQLiteBackend
-from .backends.sqlite._connection import LOCK_TIMEOUT
+from .backends import open_backend
+from .backends._base import Backend
 
 log = logging.getLogger("tinystore.store")
 
-DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+DURABILITY = ("full", "normal", "off")
+LOCK_TIMEOUT = 30.0
 MAINTAIN_EVERY = 60.0
 
 
@@ -56,57 +57,42 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
     lock_timeout = parse_duration(lock_timeout, "lock_timeout")
     if durability not in DURABILITY:
         raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
-    path = os.fspath(target)
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
-    if path.startswith(("postgresql://", "postgres://")):
-        raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
-    try:
-        return Store(path, DURABILITY[durability], clock or Clock(), lock_timeout)
-    except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
-        where = f" ({exc.filename})" if exc.filename and exc.filename != os.path.abspath(path) else ""
-        raise Error(f"cannot open the store {os.path.abspath(path)}: {exc.strerror or exc}{where}") from exc
+    return Store(open_backend(target, durability=durability, lock_timeout=lock_timeout), clock or Clock())
 
 
 class Store:
     """Queues and their jobs in one database. Safe to use from many threads."""
 
-    def __init__(self, path: str, synchronous: str, clock: Clock, lock_timeout: float = LOCK_TIMEOUT):
+    def __init__(self, backend: Backend, clock: Clock):
         self.clock = clock
-        self._outages = Outages()  # which background tasks fail now: an outage is logged once
-        self._notifier = Notifier(lambda: self._backend.changed(), self._outages)
-        self._backend = SQLiteBackend(path, synchronous, on_commit=self._notifier.committed_here,
-                                      lock_timeout=lock_timeout)
+        self._backend = backend
+        outages = Outages()  # which background tasks fail now: an outage is logged once
         try:
-            self._owner = self._backend.register(clock.now())
+            owner = backend.register(clock.now())
         except BaseException:  # no space, a lock held too long: leave nothing running behind
-            self._backend.close()
+            backend.close()
             raise
+        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages)
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
-        self._active: dict[int, tuple[Any, Any, Any]] = {}  # seq -> (loop, task, run) of handlers running here
-        self._watches = Watches(self)
+        self._watches = Watches(self._ctx)
         self._serving: dict[Worker, tuple[asyncio.AbstractEventLoop, threading.Event]] = {}
         self._background: Optional[threading.Thread] = None
-        self._closed = False
-        clock.on_change(lambda: self._notifier.fire())
+        clock.on_change(lambda: self._ctx.notices.fire())
 
     @property
-    def path(self) -> str:
-        return self._backend.path
+    def location(self) -> str:
+        """Where the store is: its file's path."""
+        return self._backend.location
 
     def __repr__(self) -> str:
-        return f"<tinystore.Store {self.path!r}>"
+        return f"<tinystore.Store {self.location!r}>"
 
     def __enter__(self) -> "Store":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise Closed(f"the store {self.path!r} is closed")
 
     # Queues
 
@@ -140,7 +126,7 @@ class Store:
         return self._queue(name, {**given, **unknown})
 
     def _queue(self, name: str, options: dict[str, Any]) -> Queue:
-        self._check_open()
+        self._ctx.check_open()
         check_queue_name(name)
         with self._lock:
             kept = self._backend.load_options(name)
@@ -152,7 +138,7 @@ class Store:
                 self._backend.save_options(name, wanted).result()
             queue = self._queues.get(name)
             if queue is None:
-                queue = self._queues[name] = Queue(self, name, wanted)
+                queue = self._queues[name] = Queue(self._ctx, self._watches, name, wanted)
             queue.options = wanted
             return queue
 
@@ -165,7 +151,7 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
         """One write transaction for the application's rows and jobs added with ``tx=`` (JOB-02)."""
-        self._check_open()
+        self._ctx.check_open()
         with self._backend.transaction() as tx:
             yield tx
 
@@ -176,30 +162,30 @@ class Store:
 
     def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
         """Run one query; return its rows."""
-        self._check_open()
-        with self._backend._read() as conn:
-            return conn.execute(sql, params).fetchall()
+        self._ctx.check_open()
+        return self._backend.query(sql, params)
 
     # Operations
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per queue: jobs per state, the age in seconds of the oldest due job, and the last minute's
         runs, done and failed jobs."""
-        self._check_open()
+        self._ctx.check_open()
         now = self.clock.now()
-        raw = self._backend.stats(now)
+        stats = self._backend.stats(now)
         def empty() -> dict[str, Any]:
             return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "oldest_due_age": None,
                     "started_last_minute": 0, "done_last_minute": 0, "failed_last_minute": 0}
-        out = {name: empty() for name in raw["queues"]}
-        for queue, state, count, oldest in raw["states"]:
-            entry = out.setdefault(queue, empty())
-            entry[state] = count
-            if oldest is not None:
-                entry["oldest_due_age"] = max(0.0, now - oldest)
-        for queue, started, done, failed in raw["recent"]:
-            if queue in out:
-                out[queue].update(started_last_minute=started, done_last_minute=done, failed_last_minute=failed)
+        out = {name: empty() for name in stats.queues}
+        for c in stats.counts:
+            entry = out.setdefault(c.queue, empty())
+            entry[c.state] = c.count
+            if c.oldest_due is not None:
+                entry["oldest_due_age"] = max(0.0, now - c.oldest_due)
+        for r in stats.recent:
+            if r.queue in out:
+                out[r.queue].update(started_last_minute=r.started, done_last_minute=r.done,
+                                    failed_last_minute=r.failed)
         return out
 
     def maintain(self, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
@@ -207,8 +193,8 @@ class Store:
 
         ``progress``, where given, is called with the count removed so far after each batch.
         """
-        self._check_open()
-        return self._backend.maintain(self.clock.now(), 500, progress)
+        self._ctx.check_open()
+        return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
 
     # Serving
 
@@ -224,22 +210,22 @@ class Store:
 
     def run_until_idle(self) -> None:
         """Run what is due now; return once nothing is due and nothing runs (for tests and scripts)."""
-        self._check_open()
+        self._ctx.check_open()
         served = self._served(None)
         if not served:
             return
         if not _loop_running():
-            asyncio.run(Worker(self, served).run_until_idle())
+            asyncio.run(Worker(self._ctx, served).run_until_idle())
             return
         # Called from inside an event loop: run ours in a thread of its own.
-        thread = threading.Thread(target=lambda: asyncio.run(Worker(self, served).run_until_idle()))
+        thread = threading.Thread(target=lambda: asyncio.run(Worker(self._ctx, served).run_until_idle()))
         thread.start()
         thread.join()
 
     async def serve_async(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
                           grace: float = 30.0, handle_signals: bool = False) -> None:
         """Serve every queue that has a handler until the store is closed (or a signal, with handle_signals)."""
-        self._check_open()
+        self._ctx.check_open()
         served = self._served(queues)
         if not served:
             raise InvalidArgument("no queue has a handler: register one with @queue.work")
@@ -247,12 +233,12 @@ class Store:
             raise InvalidArgument(f"workers={workers!r} must be an int of at least 1")
         grace = parse_duration(grace, "grace")
         loop = asyncio.get_running_loop()
-        worker = Worker(self, served, workers, grace, maintain_every=MAINTAIN_EVERY)
+        worker = Worker(self._ctx, served, workers, grace, maintain_every=MAINTAIN_EVERY)
         if handle_signals:
             self._handle_signals(loop, worker)
         finished = threading.Event()
         self._serving[worker] = (loop, finished)
-        log.info("serving %s with %s", ", ".join(q.name for q in served), self.path,
+        log.info("serving %s with %s", ", ".join(q.name for q in served), self.location,
                  extra={"queues": [q.name for q in served]})
         try:
             await worker.serve()  # raises why, when it could not go on: the store cannot be written, ...
@@ -262,7 +248,7 @@ class Store:
             if handle_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     loop.remove_signal_handler(sig)
-            log.info("stopped serving %s", self.path)
+            log.info("stopped serving %s", self.location)
 
     def _handle_signals(self, loop: asyncio.AbstractEventLoop, worker: Worker) -> None:
         """The first SIGINT or SIGTERM stops gracefully; a second stops at once, as a crash would (DUR-03)."""
@@ -291,7 +277,7 @@ class Store:
     def start(self, workers: Optional[int] = None, queues: Optional[Sequence[str]] = None,
               grace: float = 30.0) -> None:
         """Serve on a background thread (for a WSGI app); ``stop()`` shuts it down gracefully."""
-        self._check_open()
+        self._ctx.check_open()
         if self._background is not None:
             raise InvalidArgument("this store is already serving in the background")
         self._served(queues)  # refuse bad queues here, not in the thread
@@ -321,25 +307,15 @@ class Store:
 
     def close(self) -> None:
         """Stop serving, then give back what the store holds. Safe to call twice."""
-        if self._closed or self._backend.forked():  # a forked child's copy: all of it is the parent's
+        if self._ctx.closed or self._backend.forked():  # a forked child's copy: all of it is the parent's
             return
         serving = list(self._serving.values())
         self.stop()
         for _, finished in serving:  # serve() in other threads: wait until they settled what ran
             finished.wait()
-        self._closed = True
+        self._ctx.closed = True
         self._watches.close()
-        self._notifier.close()
         self._backend.close()
-
-    def _tell_cancelled(self, seq: int) -> None:
-        """A job running in this process was cancelled: tell its handler (JOB-12)."""
-        active = self._active.get(seq)
-        if active is not None:
-            loop, task, run = active
-            run._take_away()
-            if isinstance(run, AsyncRun):
-                loop.call_soon_threadsafe(task.cancel)
 
 
 def _loop_running() -> bool:

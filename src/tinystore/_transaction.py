@@ -1,8 +1,8 @@
-"""``store.transaction()``: the application's SQL and its jobs in one commit (JOB-02)."""
+"""``store.transaction()``, and the application's own connection: its SQL and its jobs in one commit (JOB-02)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from ._errors import Closed
 
@@ -12,12 +12,16 @@ class Transaction:
 
     ``execute`` and ``executemany`` run the application's SQL in it, ``query``
     returns rows, and ``queue.add(..., tx=tx)`` adds a job in it. Leaving the
-    ``with`` block commits all of it; an exception rolls all of it back.
+    ``with`` block commits all of it; an exception rolls all of it back. The
+    SQL is the database's own (``?`` placeholders on SQLite), and so are the
+    errors about it.
     """
 
-    def __init__(self, connection: Any, backend: Any):
-        self.connection = connection
-        self.backend = backend
+    def __init__(self, connection: Any, told: Optional[set[str]] = None):
+        self.connection = connection  # the driver's connection the statements run on
+        # The queues jobs were added to, told to this process's workers once it commits; None for the
+        # application's own connection, whose commit the store cannot see: other connections hear of it.
+        self.told = told
         self.closed = False
 
     def _conn(self) -> Any:

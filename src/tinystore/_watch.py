@@ -24,6 +24,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
+from ._context import Context
 from ._errors import Closed
 from ._jobstate import JobState, state_of
 from ._outage import CannotGoOn, Retrying
@@ -32,7 +33,6 @@ from .backends._base import Change, JobRow
 
 if TYPE_CHECKING:
     from ._queue import Queue
-    from ._store import Store
 
 ENDED = ("done", "failed", "cancelled")
 
@@ -58,8 +58,8 @@ class _Watcher:
 
 
 class Watches:
-    def __init__(self, store: "Store"):
-        self._store = store
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
         self._watchers: set[_Watcher] = set()
         self._lock = threading.Lock()
         self._poke = threading.Event()
@@ -74,7 +74,7 @@ class Watches:
         with self._lock:
             self._watchers.add(watcher)
             if self._thread is None:
-                self._store._notifier.subscribe(self._listen, self._notifier_failed)
+                self._ctx.notices.subscribe(self._listen, self._notifier_failed)
                 self._thread = threading.Thread(target=self._loop, name="tinystore-watch", daemon=True)
                 self._thread.start()
 
@@ -88,7 +88,7 @@ class Watches:
             still = any(w.seq == watcher.seq for w in self._watchers)
         if not still:
             try:
-                self._store._backend.watch_end(self._store._owner, watcher.seq)  # not waited for
+                self._ctx.backend.watch_end(self._ctx.owner, watcher.seq)  # not waited for
             except Closed:
                 pass  # closing the store ends its process's watches
 
@@ -97,7 +97,7 @@ class Watches:
         self._closed = True
         self._poke.set()
         if self._thread is not None:
-            self._store._notifier.unsubscribe(self._listen)
+            self._ctx.notices.unsubscribe(self._listen)
             self._thread.join()
         with self._lock:
             watchers, self._watchers = list(self._watchers), set()
@@ -109,7 +109,7 @@ class Watches:
 
     def _received(self, state: Any) -> JobState:
         if state is None:
-            raise Closed(f"the store {self._store.path!r} was closed while this job was watched")
+            raise Closed(f"the store {self._ctx.backend.location!r} was closed while this job was watched")
         if isinstance(state, BaseException):
             raise state
         return state
@@ -120,21 +120,21 @@ class Watches:
         A job that left between the first read and the registration (it ran
         that fast) is told as first read, then, by the reader, as it ended.
         """
-        store = self._store
-        row = store._backend.get(queue.name, id)
-        if queue._visible(row, store.clock.now()) is None:
+        ctx = self._ctx
+        row = ctx.backend.get(queue.name, id)
+        if queue._visible(row, ctx.clock.now()) is None:
             return None
-        store._backend.watch_begin(store._owner, row.seq).result()
-        rows, changes = store._backend.watched({row.seq: 0})
-        cursor = changes[-1].id if changes else 0  # its changes so far are what the row shows
-        now = store.clock.now()
-        row = queue._visible(rows.get(row.seq), now) or row
+        ctx.backend.watch_begin(ctx.owner, row.seq).result()
+        watched = ctx.backend.watched({row.seq: 0})
+        cursor = watched.changes[-1].id if watched.changes else 0  # its changes so far are what the row shows
+        now = ctx.clock.now()
+        row = queue._visible(watched.rows.get(row.seq), now) or row
         state = queue._state(row, now)
         state.ahead  # read now, so that later changes of ahead are seen as changes
         return row.seq, cursor, state
 
     def _loop(self) -> None:
-        retrying = Retrying(self._store._outages, "watching jobs")
+        retrying = Retrying(self._ctx.outages, "watching jobs")
         wait: Optional[float] = None
         while not self._closed:
             self._poke.wait(timeout=wait if wait is not None else self._next_due())
@@ -165,7 +165,7 @@ class Watches:
             watchers, self._watchers = list(self._watchers), set()
             self._thread = None
             self._stopped = None
-        self._store._notifier.unsubscribe(self._listen)
+        self._ctx.notices.unsubscribe(self._listen)
         for w in watchers:
             try:
                 w.deliver(error)
@@ -176,7 +176,7 @@ class Watches:
         """Real seconds until a scheduled watched job becomes due (its state changes with time)."""
         with self._lock:
             times = [w.last.at.timestamp() for w in self._watchers if w.last and w.last.state == "scheduled"]
-        return max(0.0, min(times) - self._store.clock.now()) if times else None
+        return max(0.0, min(times) - self._ctx.clock.now()) if times else None
 
     def _refresh(self) -> None:
         with self._lock:
@@ -186,11 +186,12 @@ class Watches:
         cursors: dict[int, int] = {}
         for w in watchers:
             cursors[w.seq] = min(w.cursor, cursors.get(w.seq, w.cursor))
-        rows, changes = self._store._backend.watched(cursors)
-        now = self._store.clock.now()
+        watched = self._ctx.backend.watched(cursors)
+        rows = watched.rows
+        now = self._ctx.clock.now()
         ahead = self._ahead(rows.values(), now)
         by_job: dict[int, list[Change]] = {}
-        for change in changes:
+        for change in watched.changes:
             by_job.setdefault(change.job, []).append(change)
         for w in watchers:
             if not self._tell(w, [c for c in by_job.get(w.seq, ()) if c.id > w.cursor], rows.get(w.seq),
@@ -210,7 +211,7 @@ class Watches:
         # It left: cancelled where a cancel marked it, else done and removed at once, by the attempt
         # its removal logged.
         final = replace(w.last, progress=None, _ahead=0)
-        if self._store._backend.was_cancelled(w.seq):
+        if self._ctx.backend.was_cancelled(w.seq):
             return w.tell(replace(final, state="cancelled"))
         if changes and changes[-1].state is None:
             final = replace(final, attempt=changes[-1].attempt, error=None)
@@ -224,7 +225,7 @@ class Watches:
                 waiting.setdefault(row.queue, []).append(row)
         ahead: dict[int, int] = {}
         for queue, some in waiting.items():
-            ahead.update(self._store._backend.ahead_many(queue, some, now))
+            ahead.update(self._ctx.backend.ahead_many(queue, some, now))
         return ahead
 
     def _start(self, queue: "Queue", id: str, deliver: Callable[[JobState], None]) -> tuple[Any, Any]:
@@ -255,7 +256,9 @@ class Watches:
     async def watch_async(self, queue: "Queue", id: str) -> AsyncIterator[JobState]:
         loop = asyncio.get_running_loop()
         inbox: "asyncio.Queue[JobState]" = asyncio.Queue()
-        watcher, state = self._start(queue, id, lambda s: loop.call_soon_threadsafe(inbox.put_nowait, s))
+        # Its first reads and the registration run in a thread: the loop runs other handlers meanwhile.
+        watcher, state = await loop.run_in_executor(
+            None, self._start, queue, id, lambda s: loop.call_soon_threadsafe(inbox.put_nowait, s))
         if watcher is None:
             return
         try:

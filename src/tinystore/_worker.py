@@ -12,11 +12,13 @@ finishes, its queue changes, or the next job is due. An attempt holds its
 slot until its handler has returned, so a runner never has more handlers
 running than slots, whatever their timeouts (``Deadlines``).
 
-A commit of this process wakes only the runners of the queues it changed;
-a commit of another process, which cannot say, makes the worker ask the
-store, in one read, which of its idle runners have due work or must wake
-sooner (``_check_due``): no runner runs a claim transaction for a commit to
-another queue.
+Every commit is told as a ``Notice`` (``_notify``), from this process or
+another: it wakes only the runners of the queues that got work, and stops
+the handlers of jobs that were cancelled, wherever the cancel was made. No
+call from the loop blocks on the database: writes are awaited, and what a
+worker must know (the options kept, the leases still held) comes back with
+the result of a write. Every few seconds the worker asks the backend to end
+the leases of processes that died (DUR-03).
 
 Claim cycles, renewals and maintenance ride out a store that cannot be
 written for a while (``_outage``): they retry, logged once per outage. A
@@ -36,16 +38,16 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._answers import Retry, Snooze
+from ._context import Context
 from ._errors import Closed
 from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
-from ._settle import LOST_LEASE, Done, Errored, Requeue, decide
+from ._settle import Done, Errored, Requeue, decide, given_back, lost
 from ._threads import HandlerThreads
-from .backends._base import Claimed, Settlement
+from .backends._base import Claimed, Notice, Settlement
 
 if TYPE_CHECKING:
     from ._queue import Queue
-    from ._store import Store
 
 log = logging.getLogger("tinystore.worker")
 
@@ -53,7 +55,7 @@ ASYNC_SLOTS = 200  # handlers at once per queue when not told: async ones wait, 
 SYNC_SLOTS = 16
 HANDLER_THREADS = 64  # def handlers' threads per worker, shared by its queues (more if one queue has more slots)
 SETTLE_AFTER_GRACE = 5.0  # how long a stopping worker still tries to write what its handlers answered
-CHECK_SHARE = 4  # a look at the store after another process's commit waits this many times its last one
+LIVENESS_EVERY = 2.0  # seconds between looks for processes that died, whose leases then end at once
 
 
 def describe(exc: BaseException) -> str:
@@ -123,13 +125,10 @@ class QueueRunner:
         self.wake_at: Optional[float] = None
         self.maybe_due = True
         self.waiting = False  # asleep until poked: nothing to claim, or no room
-        self.recheck = False  # another process committed while it was awake: look at the store once asleep
         self.wants_threads = False  # in the thread budget's line
-        self.retrying = Retrying(worker.store._outages, f"claims of queue {queue.name!r}")
-
-    @property
-    def store(self) -> "Store":
-        return self.worker.store
+        self.ended_ids: dict[int, str] = {}  # seq -> "queue/id" of attempts settled in the next cycle, for its log
+        self.ctx = worker.ctx
+        self.retrying = Retrying(self.ctx.outages, f"claims of queue {queue.name!r}")
 
     def notice(self) -> None:
         self.maybe_due = True
@@ -143,7 +142,7 @@ class QueueRunner:
             self.worker.budget.leave(self)
 
     async def _serve(self, until_idle: bool) -> int:
-        clock, loop = self.store.clock, asyncio.get_running_loop()
+        clock, loop = self.ctx.clock, asyncio.get_running_loop()
         budget = self.worker.budget
         claimed_here = 0
         while True:
@@ -186,9 +185,6 @@ class QueueRunner:
                 return claimed_here
             if self.wants_threads and not wants:
                 budget.leave(self)  # it waits in line only while it has due work and no threads for it
-            if self.recheck:
-                self.recheck = False
-                self.worker.check_soon()
             self.poke.clear()
             timer = None
             if self.wake_at is not None and not until_idle:
@@ -209,15 +205,18 @@ class QueueRunner:
         q = self.queue
         try:
             cycle = await written(  # the clock is read inside the claim's transaction (LIM-03)
-                self.store._backend.cycle(q.name, q.options, self.store._owner, settlements, want,
-                                          self.store.clock.now, source=self.worker))
+                self.ctx.backend.cycle(q.name, self.ctx.owner, settlements, want, self.ctx.clock.now,
+                                       source=self.worker))
         except BaseException:
             self.settled[:0] = settlements  # nothing was written: they are settled by the next cycle
             raise
         self.retrying.ok()
         for s in cycle.stale:
-            log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended",
-                     q.name, s.seq, s.attempt)
+            log.info("a late settlement of %s attempt %d changed nothing: the lease had ended",
+                     self.ended_ids.pop(s.seq, f"{q.name}/seq {s.seq}"), s.attempt)
+        for s in settlements:
+            self.ended_ids.pop(s.seq, None)
+        q.options = cycle.options  # as the store keeps them: another process may have changed them
         self.wake_at = cycle.wake_at
         return cycle.claimed
 
@@ -239,8 +238,8 @@ class QueueRunner:
         if not self.is_async:
             self.worker.budget.give(len(claimed))
         try:
-            await written(self.store._backend.give_back(q.name, q.options, claimed, self.store.clock.now(),
-                                                        source=self.worker))
+            await written(self.ctx.backend.cycle(q.name, self.ctx.owner, [Settlement(c.seq, c.attempt, c.grp, given_back(c.at)) for c in claimed], 0,
+                                                 self.ctx.clock.now(), source=self.worker))
         except Exception as exc:  # stopping: their leases run out, or the next open ends them
             log.warning("%d jobs of queue %r claimed while stopping could not be given back (%s); they run "
                         "again once their leases run out", len(claimed), q.name, exc)
@@ -250,16 +249,15 @@ class QueueRunner:
         log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
                   extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
         if self.is_async:
-            run: Any = AsyncRun(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            run: Any = AsyncRun(self.ctx.backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             # Its first step is scheduled now, before any cancel can come (timeouts, notices and stops
             # cancel from later callbacks): _run always begins, and ends the attempt however it ends.
             task: Any = asyncio.ensure_future(self._run(c, run))
         else:
-            run = Run(self.store._backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            run = Run(self.ctx.backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
         self.running[c.seq] = (task, run)
         self.lease_ends[c.seq] = began + q.options.lease  # no later than the claim wrote
-        self.store._active[c.seq] = (asyncio.get_running_loop(), task, run)
         self.deadlines.watch()
 
     def _time_out(self, seq: int, task: Any, run: Any) -> None:
@@ -279,7 +277,7 @@ class QueueRunner:
             task.cancel()
 
     async def _run(self, c: Claimed, run: AsyncRun) -> None:
-        clock = self.store.clock
+        clock = self.ctx.clock
         run._began = clock.now()
         try:
             answer = await self.handler(json.loads(c.payload), run)
@@ -292,11 +290,11 @@ class QueueRunner:
 
     def _call(self, c: Claimed, run: Run) -> Any:
         """A ``def`` handler's call, in a handler thread."""
-        run._began = self.store.clock.now()
+        run._began = self.ctx.clock.now()
         try:
             return self.handler(json.loads(c.payload), run)
         finally:
-            run._finished = self.store.clock.now()  # in its thread: the loop may hear of it later
+            run._finished = self.ctx.clock.now()  # in its thread: the loop may hear of it later
 
     def _ended(self, c: Claimed, run: Any, answer: Any, exc: Optional[BaseException]) -> None:
         """An attempt's handler returned ``answer`` or raised ``exc`` (or was cancelled): settle it."""
@@ -316,34 +314,15 @@ class QueueRunner:
         if self.running.pop(c.seq, None) is not None and not self.is_async:
             self.worker.budget.give(1)
         self.lease_ends.pop(c.seq, None)
-        self.store._active.pop(c.seq, None)
         if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT:
-            now = self.store.clock.now()
-            decision = Requeue(now, LOST_LEASE) if answer is _LOST else decide(answer, c.attempt, q.options, now)
+            now = self.ctx.clock.now()
+            decision = lost(now) if answer is _LOST else decide(answer, c.attempt, q.options, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
+            self.ended_ids[c.seq] = f"{q.name}/{c.id}"
             log_outcome(q, run, answer, exc, decision, now)
         self.poke.set()
-
-    def consider(self, found: Optional[tuple], now: float) -> None:
-        """What the store says of this idle runner's queue, after another process's commit: wake now if
-        something is due and may be claimed, else make sure to wake by the next time something is."""
-        if found is None:
-            return
-        ungrouped, head, group_wake, expiry, leases = found
-        concurrency = self.queue.options.concurrency
-        room = concurrency is None or leases < concurrency
-        times = [t for t in (ungrouped, head) if t is not None] if room else []
-        times += [t for t in (group_wake, expiry) if t is not None]
-        if not times:
-            return
-        soonest = min(times)
-        if soonest <= now:
-            self.notice()
-        elif self.wake_at is None or soonest < self.wake_at:
-            self.wake_at = soonest
-            self.poke.set()  # sleep again, until then
 
 
 def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
@@ -391,13 +370,13 @@ class Deadlines:
         """An attempt was claimed now: make sure the timer fires by the earliest its deadline can be."""
         timeout = self.runner.queue.options.timeout
         if timeout is not None:
-            at = self.runner.store.clock.now() + timeout
+            at = self.runner.ctx.clock.now() + timeout
             if self.timer_at is None or at < self.timer_at:
                 self._arm(at)
 
     def _fire(self) -> None:
         self.timer = self.timer_at = None
-        runner, now = self.runner, self.runner.store.clock.now()
+        runner, now = self.runner, self.runner.ctx.clock.now()
         timeout = runner.queue.options.timeout
         if timeout is None:
             return
@@ -416,7 +395,7 @@ class Deadlines:
     def _arm(self, at: float) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        clock = self.runner.store.clock
+        clock = self.runner.ctx.clock
         self.timer_at = at
         self.timer = clock.call_later(asyncio.get_running_loop(), at - clock.now(), self._fire)
 
@@ -428,9 +407,9 @@ _LOST = object()
 class Worker:
     """Serves a store's queues that have handlers, in one event loop."""
 
-    def __init__(self, store: "Store", queues: list["Queue"], workers: Optional[int] = None, grace: float = 30.0,
+    def __init__(self, ctx: Context, queues: list["Queue"], workers: Optional[int] = None, grace: float = 30.0,
                  maintain_every: Optional[float] = None):
-        self.store = store
+        self.ctx = ctx
         self.grace = grace
         self.maintain_every = maintain_every
         self.stopping = asyncio.Event()
@@ -444,15 +423,18 @@ class Worker:
         size = min(sum(sync), max([HANDLER_THREADS, *sync])) if sync else 0
         self.budget = ThreadBudget(size)
         self.threads = HandlerThreads(size)
-        self._check_handle: Any = None
-        self._check_after = 0.0  # loop time before which no look at the store starts
 
     # Hearing of commits
 
-    def _listen(self) -> Callable[[Any], None]:
+    def _listen(self) -> Callable[[Notice], None]:
         loop = asyncio.get_running_loop()
 
-        def changed(notice: Any) -> None:
+        def changed(notice: Notice) -> None:
+            for seq in notice.cancelled:  # at once, from the thread that heard it: run.cancelled turns true now
+                for r in self.runners:
+                    entry = r.running.get(seq)
+                    if entry is not None:
+                        entry[1]._take_away()
             try:
                 loop.call_soon_threadsafe(self._changed, notice)
             except RuntimeError:  # the loop closed: nobody serves any more
@@ -469,63 +451,22 @@ class Worker:
                 pass
         return failed
 
-    def _changed(self, notice: Any) -> None:
-        """A commit: wake the runners of the queues it changed, not their own; or, when it cannot say
-        (another process's commit, a clock that moved), ask the store which runners have work."""
-        if notice is None:
+    def _changed(self, notice: Notice) -> None:
+        """A commit: wake the runners of the queues that got work (not by their own write), and cancel
+        the async handlers of jobs that were cancelled (JOB-12)."""
+        for seq in notice.cancelled:
             for r in self.runners:
-                if not r.waiting:
-                    r.recheck = True  # awake: what it read may or may not include that commit; once asleep, look
-            self.check_soon()
+                entry = r.running.get(seq)
+                if entry is not None:
+                    self._take_away(r, *entry)
+        if notice.everything:
+            for r in self.runners:
+                r.notice()
             return
-        for name, source in notice.items():
+        for name, source in notice.queues.items():
             if source is not self:
                 for r in self.by_queue.get(name, ()):
                     r.notice()
-
-    def check_soon(self) -> None:
-        """Look at the store once soon, however many commits of other processes come meanwhile; a look
-        waits CHECK_SHARE times as long as the last one took, so that it never takes the loop over."""
-        if self._check_handle is not None:
-            return
-        loop = asyncio.get_running_loop()
-        delay = self._check_after - loop.time()
-        self._check_handle = loop.call_later(delay, self._check) if delay > 0 else loop.call_soon(self._check)
-
-    def _check(self) -> None:
-        self._check_handle = None
-        began = time.perf_counter()
-        try:
-            self._check_leases()
-            self._check_due()
-        except Exception as exc:  # the runners find out for themselves, and ride it out
-            log.debug("could not look at the store after another process's commit: %s", exc)
-            for r in self.runners:
-                r.notice()
-        self._check_after = asyncio.get_running_loop().time() + CHECK_SHARE * (time.perf_counter() - began)
-
-    def _check_due(self) -> None:
-        """Wake the idle runners whose queue has something due now; tell the others when it will."""
-        if self.stopping.is_set():
-            return
-        idle = [r for r in self.runners if r.waiting and not r.maybe_due and len(r.running) < r.slots]
-        if not idle:
-            return
-        found = self.store._backend.next_due(list({r.queue.name for r in idle}))
-        now = self.store.clock.now()
-        for r in idle:
-            r.consider(found.get(r.queue.name), now)
-
-    def _check_leases(self) -> None:
-        """Tell handlers whose lease another process ended (a cancel): their job is gone."""
-        running = [seq for r in self.runners for seq in r.running]
-        if not running:
-            return
-        held = self.store._backend.held(self.store._owner, running)
-        for r in self.runners:
-            for seq, (task, run) in list(r.running.items()):
-                if seq not in held and not run._taken_away:
-                    self._take_away(r, task, run)
 
     def _take_away(self, r: QueueRunner, task: Any, run: Any) -> None:
         run._take_away()
@@ -548,9 +489,9 @@ class Worker:
     async def _renew(self) -> None:
         """Renew the leases of running attempts every lease/2; through an outage, retry, and tell the
         handlers whose lease would run out before a renewal could be written."""
-        clock = self.store.clock
+        clock = self.ctx.clock
         shortest = min(r.queue.options.lease for r in self.runners)
-        retrying = Retrying(self.store._outages, "lease renewals", longest=min(LONGEST_RETRY, shortest / 8))
+        retrying = Retrying(self.ctx.outages, "lease renewals", longest=min(LONGEST_RETRY, shortest / 8))
         wait = shortest / 2
         while True:
             if retrying.failing:
@@ -567,20 +508,27 @@ class Worker:
             wait = min(r.queue.options.lease for r in self.runners) / 2
 
     async def _renew_all(self) -> None:
-        clock = self.store.clock
+        """Renew each queue's running leases; a handler whose lease is no longer held (a cancel, in
+        any process) is told to stop, at the latest here."""
+        clock = self.ctx.clock
         for r in self.runners:
-            r.queue.reload()
             if r.running:
                 expires = clock.now() + r.queue.options.lease
-                await written(self.store._backend.renew(r.queue.name, self.store._owner, expires))
-                for seq in r.running:
-                    r.lease_ends[seq] = max(r.lease_ends.get(seq, expires), expires)
-        self._check_leases()  # a cancel another process made is heard here at the latest
+                seqs = list(r.running)
+                held = await written(self.ctx.backend.renew(r.queue.name, self.ctx.owner, expires, seqs))
+                for seq in seqs:
+                    entry = r.running.get(seq)
+                    if entry is None:
+                        continue
+                    if seq in held:
+                        r.lease_ends[seq] = max(r.lease_ends.get(seq, expires), expires)
+                    elif not entry[1]._taken_away:
+                        self._take_away(r, *entry)
 
     def _lapse(self, margin: float) -> None:
         """Renewals keep failing: an attempt whose lease runs out before the next try is told to stop
         (``run.cancelled``); another process may take its job once it has, and its answer settles nothing."""
-        now = self.store.clock.now()
+        now = self.ctx.clock.now()
         for r in self.runners:
             for seq, (task, run) in list(r.running.items()):
                 ends = r.lease_ends.get(seq)
@@ -593,16 +541,27 @@ class Worker:
 
     async def _maintain(self, period: float) -> None:
         """Remove what is past keep and dedupe every ``period``, in a thread; through an outage, retry."""
+        ctx = self.ctx
+        await self._every(period, "maintenance", lambda: ctx.backend.maintain(ctx.clock.now(), 500))
+
+    async def _end_dead(self) -> None:
+        """End the leases of processes that died, every LIVENESS_EVERY seconds, in a thread (DUR-03)."""
+        ctx = self.ctx
+        await self._every(LIVENESS_EVERY, "ending the leases of processes that died",
+                          lambda: ctx.backend.end_dead(ctx.clock.now()))
+
+    async def _every(self, period: float, what: str, task: Callable[[], Any]) -> None:
+        """Run ``task`` in a thread every ``period`` of the store's clock; through an outage, retry."""
         loop = asyncio.get_running_loop()
-        retrying = Retrying(self.store._outages, "maintenance")
+        retrying = Retrying(self.ctx.outages, what)
         wait = period
         while True:
             if retrying.failing:
                 await self.pause(wait)
             else:
-                await self.store.clock.sleep(wait)
+                await self.ctx.clock.sleep(wait)
             try:
-                await loop.run_in_executor(None, self.store.maintain)
+                await loop.run_in_executor(None, task)
             except Closed:
                 return
             except Exception as exc:
@@ -639,8 +598,8 @@ class Worker:
 
         Raises why, when a task could not go on (see ``fail``).
         """
-        self.store._notifier.subscribe(listener := self._listen(), self._on_failure())
-        background = [asyncio.ensure_future(self._renew())]
+        self.ctx.notices.subscribe(listener := self._listen(), self._on_failure())
+        background = [asyncio.ensure_future(self._renew()), asyncio.ensure_future(self._end_dead())]
         if self.maintain_every is not None:
             background.append(asyncio.ensure_future(self._maintain(self.maintain_every)))
         serving = [asyncio.ensure_future(r.serve()) for r in self.runners]
@@ -667,11 +626,9 @@ class Worker:
         finally:
             for t in background:
                 t.cancel()
-            self.store._notifier.unsubscribe(listener)
+            self.ctx.notices.unsubscribe(listener)
             for t in serving:
                 t.cancel()
-            if self._check_handle is not None:
-                self._check_handle.cancel()
             self.threads.shutdown(wait=False)
         for t in serving + background:
             if t.done() and not t.cancelled() and t.exception() is not None and self.failure is None:
@@ -680,7 +637,7 @@ class Worker:
 
     async def run_until_idle(self) -> None:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
-        self.store._notifier.subscribe(listener := self._listen(), self._on_failure())
+        self.ctx.notices.subscribe(listener := self._listen(), self._on_failure())
         renewer = asyncio.ensure_future(self._renew())  # a long handler keeps its lease here too
         renewer.add_done_callback(self._supervise)
         try:
@@ -693,9 +650,7 @@ class Worker:
             self.failure = self.failure or stop
         finally:
             renewer.cancel()
-            self.store._notifier.unsubscribe(listener)
-            if self._check_handle is not None:
-                self._check_handle.cancel()
+            self.ctx.notices.unsubscribe(listener)
             self.threads.shutdown(wait=True)
         self._raise_failure()
 

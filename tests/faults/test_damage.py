@@ -115,5 +115,5 @@ def test_damage_that_sqlite_meets_while_reading_is_StoreCorrupt_saying_to_run_ti
                      lambda: q.retry("j1")):
             with pytest.raises(tinystore.StoreCorrupt) as caught:
                 read()
-            assert f"run `tinystore check {store.path}`" in str(caught.value)
+            assert f"run `tinystore check {store.location}`" in str(caught.value)
             assert caught.value.queue == "mail"

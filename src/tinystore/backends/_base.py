@@ -1,50 +1,60 @@
-"""The one interface between a store and its database.
+"""The one interface between a store and its database: what a new backend implements.
 
+The core (``Store``, ``Queue``, the worker, watches) knows jobs, payloads,
+options and decisions; a backend knows rows, JSON text and its database.
 Writes return a ``concurrent.futures.Future`` that resolves once the write is
-durable (committed), so that a sync caller waits on it and an async worker
-awaits it without blocking its loop. Reads run on the caller's thread.
-Backends know rows and JSON text, not Python payloads.
+durable (committed), so that a sync caller waits on it and a worker's event
+loop awaits it without blocking: a write asked for from an event loop never
+runs on that loop's thread. Reads run on the caller's thread; the worker
+calls none from its loop (it asks for them in a thread, or gets what it needs
+from the result of a write).
+
+Every error a backend meets in its own work leaves it as a ``tinystore``
+error (``_errors``) that names the store and, where given, the queue; the
+application's own SQL (``Transaction.execute``, ``query``) raises its
+driver's errors about that SQL (a syntax error, a constraint), as that SQL
+is the database's own.
+
+Times are seconds since the epoch, from the store's clock, given by the core.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Optional
 
 from .._options import QueueOptions
 from .._settle import Decision
+from .._transaction import Transaction
 
 
 @dataclass(frozen=True)
 class JobRow:
-    """A job as stored. ``state`` is queued, running, done or failed."""
+    """A job as stored. ``state`` is queued, running, done or failed; ``payload``, ``error`` and
+    ``progress`` are as stored (text, or bytes where the row was damaged), read defensively by
+    ``_jobstate``."""
 
     seq: int
     queue: str
     id: str
-    payload: str
+    payload: Any
     grp: Optional[str]
     state: str
     at: float
     attempt: int
-    error: Optional[str]
-    progress: Optional[str]
+    error: Any
+    progress: Any
     expires: Optional[float]
 
 
 @dataclass(frozen=True)
-class Change:
-    """One change of a watched job, in commit order; ``state`` is None where the job left the queue."""
+class Added:
+    """One job of an add: the job the queue keeps under its id, and whether this add wrote it (JOB-10)."""
 
-    id: int
-    job: int
-    state: Optional[str]
-    at: float
-    attempt: int
-    error: Optional[str]
-    progress: Optional[str]
+    row: JobRow
+    added: bool
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ class Claimed:
 
 @dataclass(frozen=True)
 class Settlement:
-    """The end of one attempt, named by its lease."""
+    """The end of one attempt, named by its lease, with what the core decided (``_settle``)."""
 
     seq: int
     attempt: int
@@ -79,129 +89,282 @@ class Settlement:
 
 @dataclass(frozen=True)
 class Cycle:
-    """What one claim cycle did: jobs claimed, settlements that were stale, when to look again."""
+    """What one claim cycle did: jobs claimed, settlements that were stale, when to look again, and the
+    queue's options as the store keeps them (another process may have changed them)."""
 
     claimed: list[Claimed]
     stale: list[Settlement]
     wake_at: Optional[float]
+    options: QueueOptions
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a watched job, in commit order; ``state`` is None where the job left the queue."""
+
+    id: int
+    job: int
+    state: Optional[str]
+    at: float
+    attempt: int
+    error: Optional[str]
+    progress: Optional[str]
+
+
+@dataclass(frozen=True)
+class Watched:
+    """Watched jobs in one snapshot: the rows (by seq), and each one's changes after its cursor, in order."""
+
+    rows: dict[int, JobRow]
+    changes: list[Change]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    attempt: int
+    answer: str
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a job's lease: the attempt, when it runs out unless renewed, and the holding process."""
+
+    attempt: int
+    expires: float
+    pid: Optional[int]
+    host: Optional[str]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """What an operator looks at beyond a job's state: the steps kept under it, and its lease."""
+
+    steps: list[Step]
+    lease: Optional[Lease]
+
+
+@dataclass(frozen=True)
+class QueueCount:
+    """Jobs of one queue in one stored state; ``oldest_due`` is the time the oldest due one was due."""
+
+    queue: str
+    state: str  # scheduled, waiting, running, done or failed
+    count: int
+    oldest_due: Optional[float]
+
+
+@dataclass(frozen=True)
+class Recent:
+    """A queue's runs begun, jobs done and jobs failed for good in the last minute."""
+
+    queue: str
+    started: int
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    queues: list[str]
+    counts: list[QueueCount]
+    recent: list[Recent]
+
+
+@dataclass(frozen=True)
+class Notice:
+    """What one commit to the store changed, as far as workers and watchers care.
+
+    ``queues``: each queue where work may have come (jobs added or requeued,
+    room freed by an ended lease, options changed), with who in this process
+    wrote it (its ``source``), or None; a worker wakes those queues' runners,
+    except its own. ``cancelled``: jobs cancelled, whose running handler must
+    stop, wherever it runs. ``everything``: it cannot say (a notice missed, a
+    clock that moved): any queue may have work. Every notice also means that
+    jobs may have changed, for watchers.
+    """
+
+    queues: dict[str, Any] = field(default_factory=dict)
+    cancelled: frozenset[int] = frozenset()
+    everything: bool = False
+
+
+NoticeListener = Callable[[Notice], None]
+FailureListener = Callable[[BaseException], None]
 
 
 class Backend(ABC):
     """Everything a store asks of its database."""
 
-    # Lifecycle
-    @abstractmethod
-    def close(self) -> None: ...
+    location: str  # where the store is, for messages: a file's path, or a URL without its password
+
+    # Lifecycle and liveness
 
     @abstractmethod
     def register(self, now: float) -> int:
-        """Register this process; end the leases of every process that died (DUR-03). Returns its owner id."""
+        """Register this process as alive, and end the leases of every process found dead (DUR-03).
+        Returns this process's owner id, which every lease it takes names."""
+
+    @abstractmethod
+    def end_dead(self, now: float) -> int:
+        """End now the leases of every registered process that is no longer alive (DUR-03), as
+        ``register`` does at open; returns how many processes it found dead. The core calls it on a
+        timer while a worker serves, so that a crash is noticed without waiting for a lease to run out."""
+
+    @abstractmethod
+    def forked(self) -> bool:
+        """Whether this process is a forked child of the one that opened the store: then everything but
+        ``close`` raises, and ``close`` only lets go of what belongs to the parent."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End this process's registration and let go of every connection. Safe to call twice."""
+
+    # Notices
+
+    @abstractmethod
+    def listen(self, on_notice: NoticeListener, on_failure: FailureListener) -> None:
+        """From now on, tell ``on_notice`` of every commit to the store: this process's own as they
+        commit, before their writers' futures resolve, other connections' as the backend hears of them
+        (a poll, LISTEN/NOTIFY). ``on_failure`` is told once, when hearing cannot go on. Called once."""
 
     # Queues
-    @abstractmethod
-    def load_options(self, queue: str) -> Optional[QueueOptions]: ...
 
     @abstractmethod
-    def save_options(self, queue: str, options: QueueOptions) -> Future: ...
+    def load_options(self, queue: str) -> Optional[QueueOptions]:
+        """The options the store keeps for ``queue``, or None for a queue it does not know."""
 
     @abstractmethod
-    def queue_names(self) -> list[str]: ...
+    def save_options(self, queue: str, options: QueueOptions) -> Future:
+        """Keep ``options`` for ``queue``, for every process; resolves to None."""
+
+    @abstractmethod
+    def queue_names(self) -> list[str]:
+        """Every queue the store keeps, by name."""
 
     # Jobs
-    @abstractmethod
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
-        """Add jobs in one transaction; resolves to ``[(JobRow, added)]`` in order."""
 
     @abstractmethod
-    def get(self, queue: str, id: str) -> Optional[JobRow]: ...
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+        """Add jobs in one transaction (``tx``'s, where given: the future is then resolved already);
+        resolves to one ``Added`` per job, in order. An id the queue keeps adds nothing (JOB-10)."""
 
     @abstractmethod
-    def ahead(self, row: JobRow, now: float) -> int: ...
+    def get(self, queue: str, id: str) -> Optional[JobRow]:
+        """The job with this id, or None."""
+
+    @abstractmethod
+    def ahead(self, row: JobRow, now: float) -> int:
+        """How many due jobs of its queue start before this waiting job."""
 
     @abstractmethod
     def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
         """``ahead`` of several waiting jobs of one queue, by seq, in one query."""
 
     @abstractmethod
+    def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
+             now: float) -> list[JobRow]:
+        """A page of a queue's jobs in id order, after the id ``after``; ``state`` is a JobState state."""
+
+    @abstractmethod
+    def detail(self, seq: int) -> JobDetail:
+        """The steps kept under a job, and its lease's holder."""
+
+    @abstractmethod
+    def cancel(self, queue: str, id: str, now: float) -> Future:
+        """Take a scheduled, waiting or running job away (JOB-12), telling every process that runs it;
+        resolves to its JobRow as it was, or None when no such job had that id."""
+
+    @abstractmethod
+    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+        """A failed job waits again, its attempts from zero; resolves to whether one had that id."""
+
+    @abstractmethod
+    def stats(self, now: float) -> Stats:
+        """Jobs per queue and state, and the last minute's runs, in one snapshot."""
+
+    @abstractmethod
+    def maintain(self, now: float, batch: int, progress: Optional[Callable[[int], None]] = None) -> int:
+        """Remove what expired by ``now``, a batch per transaction; ``progress(removed so far)`` after
+        each. Returns how many jobs were removed."""
+
+    # Watching (JOB-13)
+
+    @abstractmethod
     def watch_begin(self, owner: int, seq: int) -> Future:
-        """From its commit on, every change of the job is logged for this process's watchers (JOB-13)."""
+        """From its commit on, every change of the job is logged for this process's watchers."""
 
     @abstractmethod
-    def watch_end(self, owner: int, seq: int) -> Future: ...
+    def watch_end(self, owner: int, seq: int) -> Future:
+        """This process no longer watches the job: its log may go."""
 
     @abstractmethod
-    def watched(self, cursors: dict[int, int]) -> tuple[dict[int, JobRow], list[Change]]:
-        """In one snapshot: the jobs (by seq), and the changes of each logged after its cursor (a change
-        id), in order."""
+    def watched(self, cursors: dict[int, int]) -> Watched:
+        """In one snapshot: the jobs (by seq), and the changes of each logged after its cursor (a
+        change id), in order."""
 
     @abstractmethod
-    def was_cancelled(self, seq: int) -> bool: ...
-
-    @abstractmethod
-    def cancel(self, queue: str, id: str, opts: QueueOptions, now: float) -> Future:
-        """Resolves to the cancelled JobRow, or None when no scheduled, waiting or running job had that id."""
-
-    @abstractmethod
-    def retry_failed(self, queue: str, id: str, now: float) -> Future: ...
-
-    @abstractmethod
-    def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str], now: float) -> list[JobRow]: ...
-
-    @abstractmethod
-    def stats(self, now: float) -> dict[str, Any]: ...
+    def was_cancelled(self, seq: int) -> bool:
+        """Whether the job that left under this seq was cancelled (else it was done)."""
 
     # Workers
-    @abstractmethod
-    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]", source: Any = None) -> Future:
-        """Settle, end expired leases and claim up to ``want`` jobs in one transaction; resolves to a Cycle.
 
-        ``now`` may be the clock's ``now`` itself: it is then read once the transaction holds the write
-        lock, so that leases and rate-window starts carry the time they were taken. ``source`` (the
-        worker) is not woken by the notice of its own commit.
+    @abstractmethod
+    def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
+              now: "float | Callable[[], float]", source: Any = None) -> Future:
+        """In one transaction: apply the settlements whose attempt still holds its lease, end the
+        queue's leases that ran out (``_settle.decide_lost``), and claim up to ``want`` due jobs under
+        the limits the store keeps, so that no two processes take the same last place (LIM-01..03).
+        Resolves to a ``Cycle``.
+
+        ``now`` may be the clock's ``now`` itself: it is then read once the transaction may write, so
+        that leases and rate-window starts carry the time they were taken. ``source`` (the worker) is
+        named in the notice of this commit, so that it does not wake itself.
         """
 
     @abstractmethod
-    def give_back(self, queue: str, opts: QueueOptions, claimed: list[Claimed], now: float,
-                  source: Any = None) -> Future:
-        """Jobs claimed but never started wait again, their attempts not counted."""
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+        """Renew this process's leases of ``queue`` until ``expires``; resolves to the set of ``seqs``
+        it still holds (a job missing from it was cancelled, or its lease ended)."""
 
     @abstractmethod
-    def renew(self, queue: str, owner: int, expires: float) -> Future: ...
+    def progress(self, seq: int, attempt: int, value: str) -> Future:
+        """Keep an attempt's progress (JSON text); resolves to False when it no longer holds its lease."""
 
     @abstractmethod
-    def progress(self, seq: int, attempt: int, value: str) -> Future: ...
-
-    @abstractmethod
-    def step_answer(self, seq: int, name: str) -> Optional[str]: ...
+    def step_answer(self, seq: int, name: str) -> Optional[str]:
+        """The answer kept under a job for step ``name`` (JSON text), or None."""
 
     @abstractmethod
     def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
-        """Resolves to True when kept, False when the attempt no longer holds its lease."""
+        """Keep a step's answer; resolves to False when the attempt no longer holds its lease."""
 
     @abstractmethod
-    def keep_step_in(self, tx: Any, seq: int, attempt: int, name: str, answer: str) -> None:
-        """Keep a step's answer inside an open transaction (run.transaction)."""
+    def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
+                 encode: Callable[[Any], str]) -> tuple[bool, str]:
+        """``run.transaction`` (JOB-14), exactly once: in one write transaction, refuse (``Conflict``,
+        rolled back) unless the attempt holds its lease; return ``(True, answer)`` where step ``name``
+        was kept already; else call ``fn(tx)``, keep ``encode(its answer)`` under the step and commit,
+        returning ``(False, answer)``. Two attempts can never both run ``fn`` to a commit: the lease is
+        locked by the transaction and the step is kept under a unique key."""
+
+    # The application's own rows
 
     @abstractmethod
-    def held(self, owner: int, seqs: list[int]) -> set[int]:
-        """Which of these jobs the process still holds a lease on."""
+    def transaction(self) -> ContextManager[Transaction]:
+        """One write transaction on this thread for the application's SQL and jobs added with ``tx=``;
+        commit on leaving, roll back on an exception (JOB-02)."""
 
     @abstractmethod
-    def next_due(self, queues: list[str]) -> dict[str, tuple]:
-        """Per queue, in one read: ``(first ungrouped job's time, first ready group's head time, first
-        group wake, first lease expiry, live leases)``, for a worker that heard of another's commit."""
+    def in_transaction(self) -> bool:
+        """Whether this thread has a ``transaction()`` open (its writes must go through it)."""
 
     @abstractmethod
-    def run_transaction(self, fn: Callable[[Any], Any], lease: Optional[tuple[int, int]] = None) -> Any:
-        """Run ``fn(tx)`` in one write transaction; with ``lease``, roll back unless it is still held."""
+    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+        """Run one query of the application's on this thread's connection; its rows."""
 
     @abstractmethod
-    def maintain(self, now: float, batch: int, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
-        """Remove what expired by ``now``, a batch per transaction; ``progress(removed so far)`` after each."""
-
-    # Change notices
-    @abstractmethod
-    def changed(self) -> bool:
-        """Whether another connection committed since the last call (cheap; polled). The backend's own
-        commits are told to its ``on_commit`` with the queues they changed instead."""
+    def adopt(self, conn: Any, queue: str) -> Transaction:
+        """The application's own connection (a driver connection, a SQLAlchemy Connection or Session)
+        as a Transaction that an add runs in, committing with whatever it has open (JOB-02); a
+        connection of another kind, or to another database, is refused with ``InvalidArgument``."""

@@ -28,7 +28,7 @@ import sys
 from typing import Optional, Sequence
 
 import tinystore
-from tinystore._damage import damaged, is_damage
+from tinystore.backends.sqlite._damage import damaged, is_damage
 
 from . import add, cancel, check, jobs, maintain, retry, show, status, worker
 from ._common import CommandError

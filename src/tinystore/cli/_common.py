@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import tinystore
 from tinystore import JobState, Queue, Store
-from tinystore._damage import damaged, is_damage
+from tinystore.backends.sqlite._damage import damaged, is_damage
 
 from ._readonly import connect_read_only, open_read_only
 

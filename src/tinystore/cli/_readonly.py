@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import tinystore
 from tinystore import Clock, Error, Store
-from tinystore._damage import damaged, is_damage
+from tinystore.backends.sqlite._damage import damaged, is_damage
 from tinystore.backends.sqlite import SQLiteBackend
 from tinystore.backends.sqlite._sql import MIGRATIONS
 

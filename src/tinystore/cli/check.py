@@ -18,7 +18,7 @@ import re
 import sqlite3
 from typing import Any, Optional
 
-from tinystore._damage import is_damage
+from tinystore.backends.sqlite._damage import is_damage
 
 from ._common import CommandError, add_json_argument, add_store_argument, check_sqlite_file, print_json
 from ._readonly import connect_read_only

@@ -1,7 +1,8 @@
 """The SQLite backend: a store is one file, written by one writer thread per process.
 
-Files: ``_connection`` (pragmas, waiting for the write lock), ``_writer``
-(group commit), ``_jobs`` (job rows added and removed, seqs), ``_claim``
+Files: ``_connection`` (pragmas, waiting for the write lock, errors as
+tinystore's), ``_writer`` (group commit, notices), ``_hearing`` (other
+processes' commits), ``_appconn`` (the application's own connection), ``_jobs`` (job rows added and removed, seqs), ``_claim``
 (claims under limits), ``_groups`` (group bookkeeping), ``_leases``
 (settlements, expiry, dead processes), ``_liveness`` (process locks),
 ``_identity`` (one file, one name, one process: links, a file deleted or
@@ -22,33 +23,35 @@ from typing import Any, Callable, Iterator, Optional
 
 from ..._errors import Closed, Conflict, Error, InvalidArgument
 from ..._options import QueueOptions
-from ..._settle import Requeue
 from ..._transaction import Transaction
-from .._base import Backend, Change, Cycle, JobRow, NewJob, Settlement
-from . import _claim, _groups, _identity, _jobs, _leases
+from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
+                     NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
+from . import _appconn, _claim, _groups, _identity, _jobs, _leases
 from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
-from ._writer import ANY, Writer
+from ._hearing import Hearing
+from ._writer import Writer
 
-SYNCHRONOUS = ("FULL", "NORMAL", "OFF")
+DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}  # PRAGMA synchronous
 log = logging.getLogger("tinystore.store")
 
 
 class SQLiteBackend(Backend):
-    def __init__(self, path: str, synchronous: str = "FULL", on_commit: Callable[[Any], None] = lambda notice: None,
-                 lock_timeout: float = LOCK_TIMEOUT):
-        if synchronous not in SYNCHRONOUS:
-            raise InvalidArgument(f"synchronous={synchronous!r} must be one of {', '.join(SYNCHRONOUS)}")
-        self.path = os.path.abspath(path)
+    def __init__(self, path: str, durability: str = "full", lock_timeout: float = LOCK_TIMEOUT):
+        if durability not in DURABILITY:
+            raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
+        synchronous = DURABILITY[durability]
+        self.path = self.location = os.path.abspath(path)
         # By the file's real name: a process that opened it through a symbolic link must lock, and be
         # seen alive, in the same lock file as one that used its own name (as SQLite resolves links too).
         self._real = os.path.realpath(self.path)
         self._lock_path = self._real + "-tinystore.lock"
         self._synchronous = synchronous
         self._lock_timeout = lock_timeout
-        self._on_commit = on_commit
+        self._on_notice: NoticeListener = lambda notice: None
+        self._hearing: Optional[Hearing] = None
         self._pid = os.getpid()  # the process the store belongs to: a forked child only lets go of it
         self._owner: Optional[int] = None
         check_file(self.path)
@@ -88,7 +91,7 @@ class SQLiteBackend(Backend):
         self._watch = _identity.FileWatch(self.path, self._real, self.file)
         self._here = _identity.Here(self.file)
         poll_for_the_write_lock(conn)
-        self._writer = Writer(conn, self._committed)
+        self._writer = Writer(conn, lambda notice: self._on_notice(notice))
         self._writer.check = self._after_commit
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -126,24 +129,39 @@ class SQLiteBackend(Backend):
                 while not lock.hold(owner):
                     owner = conn.execute(Q.process_move, (owner,)).fetchone()[0]
                 held.append(owner)
-                for row in conn.execute(Q.process_list).fetchall():
-                    other = row[0]
-                    if other != owner and not here.alive(row, lock):
-                        _leases.end_owner(conn, other, self._options_in, now)
-                        conn.execute(Q.watched_delete_owner, (other,))
-                        conn.execute(Q.process_delete, (other,))
+                self._end_dead_in(conn, now, owner)
             except BaseException:
                 if held:
                     lock.release(held.pop())
                 raise
             return owner
         try:
-            self._owner = self.submit(op).result()
+            self._owner = self._writer.owner = self.submit(op).result()
         except BaseException:
             for owner in held:  # the commit failed after the byte was taken
                 lock.release(owner)
             raise
         return self._owner
+
+    def _end_dead_in(self, conn: sqlite3.Connection, now: float, owner: Optional[int]) -> int:
+        """In a write transaction: end the leases and the registration of every process found dead."""
+        dead = 0
+        for row in conn.execute(Q.process_list).fetchall():
+            other = row[0]
+            if other != owner and not self._here.alive(row, self._lock):
+                for queue in _leases.end_owner(conn, other, self._options_in, now):
+                    self._writer.notify(queue)  # their jobs wait again, and their places are free
+                conn.execute(Q.watched_delete_owner, (other,))
+                conn.execute(Q.process_delete, (other,))
+                dead += 1
+        return dead
+
+    def end_dead(self, now: float) -> int:
+        with self._read() as conn:  # a read first: a write transaction only when someone died
+            rows = conn.execute(Q.process_list).fetchall()
+        if all(row[0] == self._owner or self._here.alive(row, self._lock) for row in rows):
+            return 0
+        return self.submit(self._end_dead_in, now, self._owner).result()
 
     def _after_commit(self, conn: sqlite3.Connection) -> None:
         """After each commit of the writer, before its callers hear of it: is the file still there?
@@ -196,6 +214,9 @@ class SQLiteBackend(Backend):
     def close(self) -> None:
         if self.forked():
             return  # a forked child's copy: the registration, writer and connections are the parent's
+        if self._hearing is not None:
+            self._hearing.close()
+            self._hearing = None
         locks = [self._lock, *self._old_locks]
         if self._owner is not None:
             owner = self._owner
@@ -223,14 +244,27 @@ class SQLiteBackend(Backend):
             lock.close()
         _identity.closed(self)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, queue: Any = ANY, source: Any = None) -> Future:
-        """A write for the writer; ``queue`` is the queue it may change, for its commit's notice
-        (None: none that a worker waits on), ``source`` who asked (see ``Writer.submit``)."""
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None) -> Future:
+        """A write for the writer; ``work`` a queue it gives work to, for its commit's notice, ``source``
+        who asked (see ``Writer.submit``)."""
         self._usable()
-        return self._writer.submit(fn, *args, queue=queue, source=source)
+        return self._writer.submit(fn, *args, work=work, source=source)
 
-    def _committed(self, notice: Any) -> None:
-        self._on_commit(notice)
+    # Notices
+
+    def listen(self, on_notice: NoticeListener, on_error: FailureListener) -> None:
+        self._on_notice = on_notice
+        cursor = self.query(Q.notices_last)[0][0]  # read now: every later commit is heard
+        self._hearing = Hearing(cursor, self._writer.changed, self._hearing_connection, lambda: self._owner,
+                                on_notice, on_error)
+
+    def _hearing_connection(self) -> sqlite3.Connection:
+        if self.forked():
+            raise _identity.forked_error(self.path, self._pid)
+        conn = connect(self.path, self._synchronous, self._lock_timeout)
+        with self._readers_lock:
+            self._readers.append(conn)  # a forked child keeps it (see inherited_connections)
+        return conn
 
     def _thread_connection(self) -> sqlite3.Connection:
         """This thread's connection, for reads and for store.transaction()."""
@@ -294,7 +328,7 @@ class SQLiteBackend(Backend):
             conn.execute(Q.queue_save, (queue, json.dumps(options.to_json())))
             if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
                 _groups.refresh(conn, queue, options)
-        return self.submit(op, queue=queue)
+        return self.submit(op, work=queue)
 
     def queue_names(self) -> list[str]:
         with self._read() as conn:
@@ -302,18 +336,23 @@ class SQLiteBackend(Backend):
 
     # Jobs
 
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Any = None) -> Future:
-        if tx is not None:
-            future: Future = Future()
-            try:
-                future.set_result(_jobs.add(tx, queue, jobs, now, locked=False))
-            except sqlite3.Error as exc:
-                error = translated(exc, self.path, self._lock_timeout, queue)
-                if error is exc:
-                    raise
-                raise error from exc
-            return future
-        return self.submit(_jobs.add, queue, jobs, now, queue=queue)
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+        if tx is None:
+            return self.submit(_jobs.add, queue, jobs, now, work=queue)
+        future: Future = Future()
+        try:
+            added = _jobs.add(tx.connection, queue, jobs, now, locked=False)
+            # Told by this process at its commit (store.transaction()), else heard by every process.
+            tx.connection.execute(Q.notice_insert, (self._owner if tx.told is not None else None, queue, None))
+            if tx.told is not None:
+                tx.told.add(queue)
+            future.set_result(added)
+        except sqlite3.Error as exc:
+            error = translated(exc, self.path, self._lock_timeout, queue)
+            if error is exc:
+                raise
+            raise error from exc
+        return future
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._about(queue), self._read() as conn:
@@ -333,25 +372,25 @@ class SQLiteBackend(Backend):
             return dict(conn.execute(Q.ahead_many, args).fetchall())
 
     def watch_begin(self, owner: int, seq: int) -> Future:
-        return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)), queue=None)
+        return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
 
     def watch_end(self, owner: int, seq: int) -> Future:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(Q.watched_delete, (seq, owner))
             conn.execute(Q.changes_prune_job, (seq,))
-        return self.submit(op, queue=None)
+        return self.submit(op)
 
-    def watched(self, cursors: dict[int, int]) -> tuple[dict[int, JobRow], list[Change]]:
+    def watched(self, cursors: dict[int, int]) -> Watched:
         with self._read() as conn:  # one snapshot: each row is what its last change made it
             rows = conn.execute(Q.jobs_by_seqs, (json.dumps(list(cursors)),)).fetchall()
             changes = [Change(*c) for c in conn.execute(Q.changes_since, (json.dumps(list(cursors.items())),))]
-        return {r[0]: JobRow(*r) for r in rows}, changes
+        return Watched({r[0]: JobRow(*r) for r in rows}, changes)
 
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
             return conn.execute(Q.cancelled_get, (seq,)).fetchone() is not None
 
-    def cancel(self, queue: str, id: str, opts: QueueOptions, now: float) -> Future:
+    def cancel(self, queue: str, id: str, now: float) -> Future:
         def op(conn: sqlite3.Connection) -> Optional[JobRow]:
             row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
             if row is None or row[5] not in ("queued", "running"):
@@ -361,9 +400,10 @@ class SQLiteBackend(Backend):
             _jobs.remove(conn, [job.seq])
             conn.execute(Q.cancelled_mark, (job.seq, now))
             if job.grp is not None:
-                _groups.recompute(conn, queue, job.grp, opts, now)
+                _groups.recompute(conn, queue, job.grp, self._options_in(queue, conn), now)
+            self._writer.notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
             return job
-        return self.submit(op, queue=queue)
+        return self.submit(op, work=queue)
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         def op(conn: sqlite3.Connection) -> bool:
@@ -374,7 +414,7 @@ class SQLiteBackend(Backend):
             if row[4] is not None:
                 conn.execute(Q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
             return True
-        return self.submit(op, queue=queue)
+        return self.submit(op, work=queue)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
@@ -383,45 +423,45 @@ class SQLiteBackend(Backend):
                                               "state": state, "limit": limit}).fetchall()
         return [JobRow(*r) for r in rows]
 
-    def stats(self, now: float) -> dict[str, Any]:
+    def stats(self, now: float) -> Stats:
         with self._read() as conn:
-            states = conn.execute(Q.stats, {"now": now}).fetchall()
-            recent = conn.execute(Q.recent_counts, (int(now // 60) - 1,)).fetchall()
+            counts = [QueueCount(*row) for row in conn.execute(Q.stats, {"now": now})]
+            recent = [Recent(*row) for row in conn.execute(Q.recent_counts, (int(now // 60) - 1,))]
             names = [name for name, _ in conn.execute(Q.queue_names)]
-        return {"states": states, "recent": recent, "queues": names}
+        return Stats(names, counts, recent)
 
-    def job_detail(self, seq: int) -> dict[str, Any]:
-        """The steps kept under a job and its lease holder, for operators."""
+    def detail(self, seq: int) -> JobDetail:
         with self._read() as conn:
-            steps = conn.execute(Q.steps_of_job, (seq,)).fetchall()
+            steps = [Step(*row) for row in conn.execute(Q.steps_of_job, (seq,))]
             lease = conn.execute(Q.lease_of_job, (seq,)).fetchone()
-        return {"steps": steps, "lease": lease}
+        return JobDetail(steps, Lease(*lease) if lease is not None else None)
 
     # Workers
 
-    def cycle(self, queue: str, opts: QueueOptions, owner: int, settlements: list[Settlement], want: int,
+    def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
               now: "float | Callable[[], float]", source: Any = None) -> Future:
         def op(conn: sqlite3.Connection) -> Cycle:
             # The clock is read once the write lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             t = now() if callable(now) else now
+            opts = self._options_in(queue, conn)  # as kept: another process may have changed them
             stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
-            _leases.end_expired(conn, queue, opts, t)
+            expired = _leases.end_expired(conn, queue, opts, t)
+            if len(stale) < len(settlements) or expired:
+                self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
             claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
             wake = None
             if len(claimed) < want:
                 times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
                 wake = min(times) if times else None
-            return Cycle(claimed, stale, wake)
-        return self.submit(op, queue=queue, source=source)
+            return Cycle(claimed, stale, wake, opts)
+        return self.submit(op, source=source)
 
-    def give_back(self, queue: str, opts: QueueOptions, claimed: list, now: float, source: Any = None) -> Future:
-        """Jobs claimed but never started go back to waiting, their attempts not counted."""
-        settlements = [Settlement(c.seq, c.attempt, c.grp, Requeue(c.at, None, uncount=True)) for c in claimed]
-        return self.submit(_leases.settle, queue, opts, settlements, now, queue=queue, source=source)
-
-    def renew(self, queue: str, owner: int, expires: float) -> Future:
-        return self.submit(lambda conn: conn.execute(Q.lease_renew, (expires, owner, queue)).rowcount, queue=None)
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+        def op(conn: sqlite3.Connection) -> set[int]:
+            conn.execute(Q.lease_renew, (expires, owner, queue))
+            return {s for (s,) in conn.execute(Q.leases_held, (owner, json.dumps(seqs)))}
+        return self.submit(op)
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
         def op(conn: sqlite3.Connection) -> bool:
@@ -429,7 +469,7 @@ class SQLiteBackend(Backend):
                 return False
             conn.execute(Q.job_progress, (value, seq))
             return True
-        return self.submit(op, queue=None)
+        return self.submit(op)
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
@@ -442,26 +482,21 @@ class SQLiteBackend(Backend):
                 return False
             conn.execute(Q.step_keep, (seq, name, attempt, answer))
             return True
-        return self.submit(op, queue=None)
+        return self.submit(op)
 
-    def keep_step_in(self, tx: Transaction, seq: int, attempt: int, name: str, answer: str) -> None:
-        tx.connection.execute(Q.step_keep, (seq, name, attempt, answer))
-
-    def held(self, owner: int, seqs: list[int]) -> set[int]:
-        with self._read() as conn:
-            return {s for (s,) in conn.execute(Q.leases_held, (owner, json.dumps(seqs)))}
-
-    def next_due(self, queues: list[str]) -> dict[str, tuple]:
-        """Per queue, in one read: when its first job without a group is due, when the first head of a
-        group with room is, when a group's window slides, when a lease runs out, and its live leases."""
-        with self._read() as conn:
-            return {row[0]: row[1:] for row in conn.execute(Q.queues_next, (json.dumps(queues),))}
-
-    def run_transaction(self, fn: Callable[[Transaction], Any], lease: Optional[tuple[int, int]] = None) -> Any:
-        with self.transaction() as tx:
-            if lease is not None and tx.connection.execute(Q.lease_held, lease).fetchone() is None:
+    def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
+                 encode: Callable[[Any], str]) -> tuple[bool, str]:
+        seq, attempt = lease
+        with self.transaction() as tx:  # BEGIN IMMEDIATE: the lease and the step are read under the write lock
+            conn = tx.connection
+            if conn.execute(Q.lease_held, lease).fetchone() is None:
                 raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
-            return fn(tx)
+            kept = conn.execute(Q.step_get, (seq, name)).fetchone()
+            if kept is not None:
+                return True, kept[0]
+            answer = encode(fn(tx))
+            conn.execute(Q.step_insert, (seq, name, attempt, answer))  # a unique key: never kept twice
+            return False, answer
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -470,7 +505,7 @@ class SQLiteBackend(Backend):
         if conn.in_transaction:
             raise InvalidArgument("a store.transaction() is already open in this thread")
         begin_immediate(conn)
-        tx = Transaction(conn, self)
+        tx = Transaction(conn, told=set())
         try:
             yield tx
             self._watch.check()  # a commit to a file no longer at the path would be lost
@@ -487,22 +522,30 @@ class SQLiteBackend(Backend):
                 raise
             raise error from exc
         tx.closed = True
-        self._on_commit(None)
+        self._on_notice(Notice({queue: None for queue in tx.told}))
 
     def in_transaction(self) -> bool:
-        """Whether this thread has a store.transaction() open (its writes must go through it)."""
         conn = getattr(self._local, "conn", None)
         return conn is not None and conn.in_transaction
 
-    def maintain(self, now: float, batch: int = 500,
-                 progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
+    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+        with self._read() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def adopt(self, conn: Any, queue: str) -> Transaction:
+        connection = _appconn.sqlite_connection_of(conn, queue)
+        _appconn.check_same_file(connection, self.path, queue)
+        _appconn.join_transaction(conn)
+        return Transaction(connection)
+
+    def maintain(self, now: float, batch: int = 500, progress: Optional[Callable[[int], None]] = None) -> int:
         def op(conn: sqlite3.Connection) -> int:
             seqs = [s for (s,) in conn.execute(Q.expired_jobs, (now, batch)).fetchall()]
             _jobs.remove(conn, seqs)
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
-            count = self.submit(op, queue=None).result()
+            count = self.submit(op).result()
             removed += count
             if progress is not None:
                 progress(removed)
@@ -510,17 +553,8 @@ class SQLiteBackend(Backend):
                 break
         self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
                                   conn.execute(Q.changes_prune),
-                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,))), queue=None).result()
-        return {"removed": removed}
-
-    # Change notices
-
-    def changed(self) -> bool:
-        """Whether another connection committed (read on the writer's connection, which its own commits
-        do not change: see ``Writer.changed``)."""
-        if self.forked():
-            raise _identity.forked_error(self.path, self._pid)
-        return self._writer.changed()
+                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
+        return removed
 
 
 def _statements(script: str) -> list[str]:

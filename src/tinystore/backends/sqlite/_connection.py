@@ -12,7 +12,7 @@ import time
 from typing import Optional
 from urllib.parse import quote
 
-from ..._damage import damaged
+from ._damage import damaged
 from ..._errors import DiskError, DiskFull, Error, InvalidArgument, Locked, ReadOnly, StoreCorrupt
 
 log = logging.getLogger("tinystore.store")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from .._base import JobRow, NewJob
+from .._base import Added, JobRow, NewJob
 from ._sql import Q
 
 
 def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float,
-        locked: bool = True) -> list[tuple[JobRow, bool]]:
+        locked: bool = True) -> list[Added]:
     """Insert jobs; an id that names a kept job adds nothing and returns that job (JOB-10).
 
     ``locked``: the transaction already holds the write lock (the writer's
@@ -26,11 +26,12 @@ def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float,
     # One statement for the batch: a row whose id is taken is skipped, and looked at below.
     inserted = conn.executemany(Q.job_insert, rows).rowcount
     if inserted == len(rows):
-        added = [(_new_row(row), True) for row in rows]
+        added = [Added(_new_row(row), True) for row in rows]
     else:
         present = {r[0] for r in conn.execute(Q.jobs_by_seqs, (json.dumps([row[0] for row in rows]),))}
-        added = [(_new_row(row), True) if row[0] in present else _add_taken(conn, row, now) for row in rows]
-    grouped = [{"queue": queue, "grp": r.grp, "at": r.at, "seq": r.seq} for r, new in added if new and r.grp]
+        added = [Added(_new_row(row), True) if row[0] in present else _add_taken(conn, row, now) for row in rows]
+    grouped = [{"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq} for a in added
+               if a.added and a.row.grp]
     if grouped:
         conn.executemany(Q.group_add, grouped)
     return added
@@ -51,12 +52,12 @@ def _new_row(row: tuple) -> JobRow:
     return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None)
 
 
-def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> tuple[JobRow, bool]:
+def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> Added:
     """A job whose id a kept job has: that job, or, where it is past keep or dedupe, the new one (JOB-11)."""
     _, queue, id, *_ = row
     existing = JobRow(*conn.execute(Q.job_by_id, (queue, id)).fetchone())
     if existing.expires is None or existing.expires > now:
-        return existing, False
+        return Added(existing, False)
     remove(conn, [existing.seq])
     conn.execute(Q.job_insert, row)
-    return _new_row(row), True
+    return Added(_new_row(row), True)

@@ -79,15 +79,17 @@ def end_lost(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int,
             conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, 1))
 
 
-def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], QueueOptions], now: float) -> int:
+def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], QueueOptions], now: float) -> list[str]:
     """End every lease a process that died held, at once (DUR-03); the attempts stay counted.
 
     Jobs without a group are requeued or failed with one statement per queue,
     so recovering 100,000 leases costs a few statements, not 100,000. The jobs
-    that failed for good count in the queue's failures of this minute.
+    that failed for good count in the queue's failures of this minute. The
+    SQL (``owner_lost``) applies ``_settle.decide_lost`` to the whole batch.
+    Returns the queues whose leases it ended.
     """
-    ended = 0
-    for (queue,) in conn.execute(Q.owner_queues, (owner,)).fetchall():
+    queues = [queue for (queue,) in conn.execute(Q.owner_queues, (owner,)).fetchall()]
+    for queue in queues:
         opts = options(queue)
         groups = {g for (g,) in conn.execute(Q.owner_groups, (owner, queue))}
         states = conn.execute(Q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts,
@@ -95,7 +97,7 @@ def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], Que
         failed = sum(state == "failed" for (state,) in states)
         if failed:
             conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, failed))
-        ended += conn.execute(Q.owner_leases_end, (owner, queue)).rowcount
+        conn.execute(Q.owner_leases_end, (owner, queue))
         for grp in groups:
             _groups.recompute(conn, queue, grp, opts, now)
-    return ended
+    return queues

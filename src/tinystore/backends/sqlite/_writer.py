@@ -13,14 +13,19 @@ runs what is queued while that lock is taken. Handing every operation to the
 writer thread would cost a thread switch each, and make each SQLite call
 there wait for a busy thread to give up the GIL.
 
-A commit that changed something is told to ``on_commit`` with the queues
-its operations changed (each with the object that asked, its ``source``), so
-that a worker wakes only the runners of those queues. An operation that did
-not name its queue makes the notice say nothing (``None``: any queue may have
-changed), as does a commit of another connection, which the writer sees in
-``PRAGMA data_version`` of its own connection: its own commits never change
-that number, so nothing needs absorbing and no other process's commit is
-mistaken for one of ours.
+An operation that gives a queue work (jobs added or requeued, room freed)
+or cancels a job says so (``work=`` at submit, or ``notify`` while it runs);
+the commit logs those notices in ``tinystore_notices`` for other processes
+(see ``_hearing``) and tells this process's listeners (``on_commit``) with a
+``Notice`` before its callers' futures resolve, so that a caller returns
+only once every worker of its process has heard. A commit that changed
+nothing tells nobody. Whether another connection committed is seen in
+``PRAGMA data_version`` of the writer's own connection: its own commits never
+change that number.
+
+An event loop's thread never runs a transaction: it hands its writes to the
+writer thread and awaits them, so that a commit's fsync never stalls the
+handlers on that loop.
 
 The database's and the file system's errors leave here as tinystore errors
 (``_connection.translated``): an error of the store itself (no space, an I/O
@@ -31,6 +36,7 @@ refused argument) fails that operation only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
@@ -39,21 +45,15 @@ from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from ..._errors import Closed, StoreCorrupt
+from .._base import Notice
 from ._connection import _path, _timeout, begin_immediate, translated
+from ._sql import Q
 
 log = logging.getLogger("tinystore.store")
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the write lock long
 
 
-class _Any:
-    def __repr__(self) -> str:
-        return "ANY"
-
-
-ANY: Any = _Any()  # an operation that does not say which queue it changes: any may have
-NOTHING: Any = object()  # what _run returns for a commit that changed nothing
-
-Notice = Optional[dict]  # {queue: source, or None for several}; None when it cannot say
+NOTICES_KEPT_EVERY = 256  # commits with notices between prunes of the notice log
 
 
 class Writer:
@@ -67,43 +67,45 @@ class Writer:
         self._write_lock = threading.Lock()  # held by whichever thread runs a transaction
         self.check: Callable[[sqlite3.Connection], None] = lambda conn: None  # after each commit (see _identity)
         self._version = conn.execute("PRAGMA data_version").fetchone()[0]
+        self._foreign = False  # a BEGIN saw another connection's commit, not yet told by changed()
+        self._noticed: list[tuple[str, Optional[int]]] = []  # the running operation's notices
+        self._noticing = 0
+        self.owner: Optional[int] = None  # this process's registration, which its notices name
         self.transactions = 0  # write transactions begun, for tests and benchmarks
         self._thread = threading.Thread(target=self._loop, name="tinystore-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any, queue: Any = ANY, source: Any = None) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None) -> Future:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
-        ``queue`` names the queue the operation may change, for the notice of
-        its commit (``None``: none that a worker waits on; ``ANY``, the
-        default: it cannot say); ``source``, who asked, so that it is not
-        woken by its own write. When no transaction is running, this thread
-        runs the queue itself now.
+        ``work`` names a queue the operation gives work to, for the notice of
+        its commit (when it changed something); ``source``, who asked, so that
+        it is not woken by its own write. When no transaction is running and
+        this thread runs no event loop, this thread runs the queue itself now.
         """
         future: Future = Future()
         with self._cv:
             if self._closing:
                 raise Closed("the store is closed")
-            self._pending.append((fn, args, future, queue, source))
-        notices = []
-        if self._write_lock.acquire(blocking=False):
+            self._pending.append((fn, args, future, work, source))
+        if asyncio._get_running_loop() is None and self._write_lock.acquire(blocking=False):
             try:
                 while not future.done():
                     with self._cv:
                         batch = self._take(MAX_OPERATIONS)
                     if not batch:
                         break
-                    notice = self._run(batch)
-                    if notice is not NOTHING:
-                        notices.append(notice)
+                    self._run(batch)
             finally:
                 self._write_lock.release()
-        for notice in notices:  # told once the lock is free, so that whoever wakes can write at once
-            self._on_commit(notice)
         with self._cv:
             if self._pending:  # queued while this thread wrote, or the lock was taken: the writer thread runs it
                 self._cv.notify()
         return future
+
+    def notify(self, queue: str, job: Optional[int] = None) -> None:
+        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
+        self._noticed.append((queue, job))
 
     def _take(self, limit: int) -> list:
         return [self._pending.popleft() for _ in range(min(len(self._pending), limit))]
@@ -111,8 +113,8 @@ class Writer:
     def changed(self) -> bool:
         """Whether another connection committed since the writer last looked (polled, cheap).
 
-        While a transaction runs, it is not asked: the next transaction's
-        BEGIN looks, and tells what it finds with its own commit.
+        While a transaction runs, it is not asked: that transaction's BEGIN
+        looks, and what it found is told at the next call.
         """
         if not self._write_lock.acquire(blocking=False):
             return False
@@ -123,7 +125,8 @@ class Writer:
                 version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
                 raise translated(exc, _path(self._conn), _timeout(self._conn)) from None
-            changed, self._version = version != self._version, version
+            changed = version != self._version or self._foreign
+            self._version, self._foreign = version, False
             return changed
         finally:
             self._write_lock.release()
@@ -149,62 +152,75 @@ class Writer:
             with self._write_lock:
                 with self._cv:
                     batch = self._take(MAX_OPERATIONS)
-                notice = self._run(batch) if batch else NOTHING  # an inline run may have taken them meanwhile
-            if notice is not NOTHING:
-                self._on_commit(notice)
+                if batch:  # an inline run may have taken them meanwhile
+                    self._run(batch)
 
-    def _run(self, batch: list) -> Any:
-        """Run a batch in one transaction; return its notice, or NOTHING when the commit changed nothing."""
+    def _run(self, batch: list) -> None:
+        """Run a batch in one transaction; tell its notice, then resolve its futures."""
         conn = self._conn
         self.transactions += 1
         outcomes = []
-        touched: Notice = {}
-        changed = foreign = False
+        queues: dict[str, Any] = {}
+        cancelled: set[tuple[str, int]] = set()
+        changed = False
         # Alone in its transaction, an operation needs no savepoint: its error rolls the transaction back.
         alone = len(batch) == 1
         try:
             begin_immediate(conn)
             version = conn.execute("PRAGMA data_version").fetchone()[0]
-            foreign, self._version = version != self._version, version
-            for fn, args, future, queue, source in batch:
+            if version != self._version:
+                self._foreign, self._version = True, version
+            for fn, args, future, work, source in batch:
                 if not future.set_running_or_notify_cancel():
                     continue
                 if not alone:
                     conn.execute("SAVEPOINT operation")
                 before = conn.total_changes
+                self._noticed = [(work, None)] if work is not None else []
                 try:
                     outcomes.append((future, fn(conn, *args), None))
                 except Exception as exc:  # one operation's error is its caller's, not the batch's
                     if translated(exc, conn.path) is not exc:
                         raise  # the store's own error: SQLite may have rolled everything back already
                     conn.execute("ROLLBACK" if alone else "ROLLBACK TO operation")
-                    outcomes.append((future, None, unexpected(exc, conn.path, queue)))
+                    outcomes.append((future, None, unexpected(exc, conn.path, work)))
                 else:
                     if conn.total_changes != before:
                         changed = True
-                        if touched is not None:
-                            touched = _touch(touched, queue, source)
+                        for queue, job in self._noticed:
+                            if job is None:
+                                queues[queue] = source if queues.get(queue, source) is source else None
+                            else:
+                                cancelled.add((queue, job))
                 if not alone:
                     conn.execute("RELEASE operation")
+            if queues or cancelled:
+                self._log_notices(conn, queues, cancelled)
             if conn.in_transaction:
                 conn.execute("COMMIT")
             self.check(conn)  # raises where its callers must not be told it was kept
         except Exception as exc:
             log.debug("a write transaction failed: %s", exc)
             self._roll_back()
-            for fn, args, future, queue, source in batch:  # each caller's error names its own queue
+            for fn, args, future, work, source in batch:  # each caller's error names its own queue
                 if not future.done():
-                    future.set_exception(translated(exc, _path(conn), _timeout(conn),
-                                                    queue if isinstance(queue, str) else None))
-            return None if foreign else NOTHING
+                    future.set_exception(translated(exc, _path(conn), _timeout(conn), work))
+            return
+        if changed:
+            self._on_commit(Notice(queues, frozenset(job for _, job in cancelled)))
         for future, result, exc in outcomes:
             if exc is None:
                 future.set_result(result)
             else:
                 future.set_exception(exc)
-        if foreign:
-            return None
-        return touched if changed else NOTHING  # a commit that changed nothing wakes nobody
+
+    def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set) -> None:
+        """Log a commit's notices for other processes, and keep the log short."""
+        rows = [(self.owner, queue, None) for queue in queues] + [(self.owner, q, job) for q, job in cancelled]
+        conn.executemany(Q.notice_insert, rows)
+        self._noticing += 1
+        if self._noticing % NOTICES_KEPT_EVERY == 0:
+            conn.execute(Q.notices_prune)
 
     def _roll_back(self) -> None:
         try:
@@ -214,7 +230,7 @@ class Writer:
             pass
 
 
-def unexpected(exc: Exception, path: str, queue: Any) -> Exception:
+def unexpected(exc: Exception, path: str, queue: Optional[str]) -> Exception:
     """An operation's own error. Operations run tinystore's SQL only, on its own tables: a database
     error there (a table or column missing) means they are not what this version made."""
     if not isinstance(exc, sqlite3.OperationalError):  # a constraint, or a bug of tinystore's: as it is
@@ -222,15 +238,6 @@ def unexpected(exc: Exception, path: str, queue: Any) -> Exception:
     error = StoreCorrupt(f"the store {path} does not hold tinystore's tables as this version of tinystore "
                          f"made them ({exc}): they were changed by hand or by another version; nothing was "
                          f"written. Restore the file from a backup, or use the version that made it",
-                         queue=queue if isinstance(queue, str) else None)
+                         queue=queue)
     error.__cause__ = exc
     return error
-
-
-def _touch(touched: dict, queue: Any, source: Any) -> Notice:
-    """Add one operation's queue to a commit's notice; None once any operation could not say."""
-    if queue is ANY:
-        return None
-    if queue is not None:
-        touched[queue] = source if touched.get(queue, source) is source else None
-    return touched

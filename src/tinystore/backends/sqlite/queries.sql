@@ -200,6 +200,10 @@ SELECT answer FROM tinystore_steps WHERE job = ? AND name = ?;
 INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?)
 ON CONFLICT (job, name) DO NOTHING;
 
+-- name: step_insert
+-- Keep a step's answer within run.transaction: a second keep of the same step fails, and rolls back.
+INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?);
+
 -- name: steps_of_job
 -- Every step kept under a job.
 SELECT name, attempt, answer FROM tinystore_steps WHERE job = ? ORDER BY name;
@@ -440,17 +444,19 @@ SELECT c.id, c.job, c.state, c.at, c.attempt, c.error, c.progress
 FROM json_each(?) AS w JOIN tinystore_changes AS c ON c.job = w.value ->> 0 AND c.id > w.value ->> 1
 ORDER BY c.id;
 
--- name: queues_next
--- For each queue of a JSON array of names, what an idle worker waits for, one index probe each: the
--- first job without a group (due or not), the first head of a group with room, the first group whose
--- rate window slides, the first lease to run out, and the live leases. A worker reads it when another
--- process committed, instead of a claim transaction per queue.
-SELECT q.value,
-    (SELECT at FROM tinystore_jobs WHERE queue = q.value AND state = 'queued' AND grp IS NULL
-     ORDER BY at, seq LIMIT 1),
-    (SELECT head_at FROM tinystore_groups WHERE queue = q.value AND ready = 1 AND head_at IS NOT NULL
-     ORDER BY head_at, head_seq LIMIT 1),
-    (SELECT min(wake_at) FROM tinystore_groups WHERE queue = q.value AND wake_at IS NOT NULL),
-    (SELECT min(expires) FROM tinystore_leases WHERE queue = q.value),
-    (SELECT count(*) FROM tinystore_leases WHERE queue = q.value)
-FROM json_each(?) q;
+-- name: notice_insert
+-- One notice of a commit: a queue given work (job NULL), or a job cancelled.
+INSERT INTO tinystore_notices (owner, queue, job) VALUES (?, ?, ?);
+
+-- name: notices_prune
+-- Keep the last 4,096 notices: a process further behind than that hears "everything".
+DELETE FROM tinystore_notices WHERE id <= (SELECT max(id) FROM tinystore_notices) - 4096;
+
+-- name: notices_since
+-- The notices after a cursor, in order, with the first id still kept (a gap means some were pruned).
+SELECT id, owner, queue, job, (SELECT min(id) FROM tinystore_notices) FROM tinystore_notices
+WHERE id > ? ORDER BY id;
+
+-- name: notices_last
+-- The last notice's id: where a process begins to hear.
+SELECT coalesce(max(id), 0) FROM tinystore_notices;

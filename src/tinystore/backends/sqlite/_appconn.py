@@ -6,7 +6,7 @@ import os
 import sqlite3
 from typing import Any
 
-from ._errors import InvalidArgument
+from ..._errors import InvalidArgument
 
 
 def sqlite_connection_of(conn: Any, queue: str) -> sqlite3.Connection:

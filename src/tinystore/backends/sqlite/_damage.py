@@ -9,10 +9,9 @@ says what it found.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Optional
 
-from ._errors import StoreCorrupt
+from ..._errors import StoreCorrupt
 
 _DAMAGE = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
@@ -30,14 +29,3 @@ def damaged(path: str, exc: BaseException, queue: Optional[str] = None) -> Store
     error.__cause__ = exc
     error.__suppress_context__ = True
     return error
-
-
-@contextmanager
-def mapped(path: str, queue: Optional[str] = None) -> Iterator[None]:
-    """Within the block, a damage error of the database is raised as StoreCorrupt; any other as it is."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        if not is_damage(exc):
-            raise
-        raise damaged(path, exc, queue) from exc

@@ -1,0 +1,28 @@
+"""What the modules below ``Store`` share, handed to each of them: one small object, not the Store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._clock import Clock
+from ._errors import Closed
+from ._notify import Notices
+from ._outage import Outages
+from .backends._base import Backend
+
+
+@dataclass
+class Context:
+    """The backend a store talks to, its clock, this process's registration (``owner``, which every
+    lease names), the notices of its commits, and the outages its background tasks ride out."""
+
+    backend: Backend
+    clock: Clock
+    owner: int
+    notices: Notices
+    outages: Outages
+    closed: bool = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise Closed(f"the store {self.backend.location!r} is closed")
