@@ -1,7 +1,12 @@
-"""Fixtures every test uses: real store files in a temporary folder, a fake clock, child processes.
+"""Fixtures every test uses: real stores in a temporary folder, a fake clock, child processes.
 
-Contract tests take the backend from the ``backend`` fixture, so that every
-backend runs the same suite; SQLite is the one this version has.
+The contract, crash and limit tests (``tests/contract``, ``tests/crash``,
+``tests/limits``) run once per backend: the ``backend`` fixture is
+parametrised over every backend ``kits.KITS`` has (SQLite is the one this
+version has), ``kit`` is that backend's test kit (see ``kits.py``) and
+``target`` what ``tinystore.open`` takes for the test's store. The other
+folders are SQLite-only: on another backend their tests are skipped, and
+``store_path`` is the store's file.
 """
 
 from __future__ import annotations
@@ -12,19 +17,43 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+import kits
 import tinystore
 from tinystore.testing import FakeClock
 
+TESTS = Path(__file__).parent
+BACKEND_NEUTRAL = ("contract", "crash", "limits")  # the folders whose tests run on every backend
 
-@pytest.fixture(params=["sqlite"])
+
+@pytest.fixture(params=list(kits.KITS))
 def backend(request: pytest.FixtureRequest) -> str:
+    if request.param != "sqlite":
+        folder = Path(request.path).relative_to(TESTS).parts[0]
+        if folder not in BACKEND_NEUTRAL:
+            pytest.skip(f"tests/{folder} is SQLite-only: it runs on the sqlite backend, not on {request.param}")
     return request.param
 
 
 @pytest.fixture
-def store_path(tmp_path: Path, backend: str) -> str:
-    """Where the store lives: a real file on disk."""
-    return str(tmp_path / "store.db")
+def kit(backend: str, tmp_path: Path) -> Iterator[kits.Kit]:
+    """The test kit of the backend under test; what it made for the test is cleaned up at the end."""
+    kit = kits.KITS[backend](tmp_path)
+    yield kit
+    kit.cleanup()
+
+
+@pytest.fixture
+def target(kit: kits.Kit) -> str:
+    """Where the test's store lives, as ``tinystore.open`` takes it: a file path, a URL."""
+    return kit.new_target()
+
+
+@pytest.fixture
+def store_path(kit: kits.Kit, target: str) -> str:
+    """Where the store lives: a real file on disk (SQLite only; the backend-neutral tests use ``target``)."""
+    if kit.name != "sqlite":
+        pytest.skip("store_path is the store's SQLite file")
+    return target
 
 
 @pytest.fixture
@@ -33,12 +62,12 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def open_store(store_path: str) -> Iterator[Callable[..., tinystore.Store]]:
+def open_store(target: str) -> Iterator[Callable[..., tinystore.Store]]:
     """Open the test's store (as often as a test likes); every store opened is closed at the end."""
     opened: list[tinystore.Store] = []
 
     def _open(**kwargs: Any) -> tinystore.Store:
-        store = tinystore.open(store_path, **kwargs)
+        store = tinystore.open(target, **kwargs)
         opened.append(store)
         return store
 
@@ -55,6 +84,8 @@ def store(open_store: Callable[..., tinystore.Store], clock: FakeClock) -> tinys
 
 @pytest.fixture
 def child_env() -> dict[str, str]:
+    """The environment of a child process: unbuffered, and able to import ``kits`` and ``helpers``."""
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return env

@@ -1,0 +1,309 @@
+"""Per-backend test kits: what the backend-neutral tests need to know about the backend under test.
+
+The contract, crash and limit tests (``tests/contract``, ``tests/crash``,
+``tests/limits``) run once per backend; the ``kit`` fixture hands them the kit
+of the current one. A kit knows
+
+- how to make a *target* for a test: what ``tinystore.open(target)`` takes (a
+  file path for SQLite), and how to clean it up;
+- how the application's own SQL is written on this backend: its placeholders
+  (``kit.sql``), the DDL of the small tables tests create (``create_table``),
+  its application connections and their errors;
+- every raw look the tests take at tinystore's internal tables, each a named
+  method that says what it shows, read beside tinystore (no store opened,
+  nothing recovered, nothing written);
+- every use of tinystore internals (private attributes) the tests need, each
+  in one method here, so that when the internals change only this file does.
+
+Only this file names tinystore's tables and imports a database driver. A
+child process finds the kit of its target with ``kit_for(target)`` (the
+``child_env`` fixture puts this folder on the child's ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import namedtuple
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+import tinystore
+
+# What the raw looks return: plain tuples, the same on every backend.
+JobRow = namedtuple("JobRow", "queue id state attempt payload")
+StepRow = namedtuple("StepRow", "queue id name answer")
+GroupRow = namedtuple("GroupRow", "queue group running")
+Lease = namedtuple("Lease", "queue id attempt owner expires")
+Process = namedtuple("Process", "id pid")
+ClaimCycle = namedtuple("ClaimCycle", "claimed wake_at")
+ClaimedJob = namedtuple("ClaimedJob", "id group")
+
+
+class Kit:
+    """What every backend's kit provides; the methods that raise NotImplementedError are per backend."""
+
+    name: str = ""
+    #: How the application's SQL names a parameter on this backend ("?" or "%s").
+    placeholder: str = "?"
+    #: The column type of an auto-numbered integer primary key, for ``create_table``.
+    auto_id: str = ""
+    #: The error the backend's driver raises when the application's SQL breaks a constraint.
+    IntegrityError: type[BaseException] = Exception
+
+    @classmethod
+    def owns(cls, target: str) -> bool:
+        """Whether ``target`` is one of this backend's (for ``kit_for``)."""
+        raise NotImplementedError
+
+    def __init__(self, folder: Optional[Path] = None):
+        self.folder = folder  # where the targets of one test live; None in a child, which makes none
+        self.targets: list[str] = []
+
+    # Targets
+
+    def new_target(self, name: str = "store") -> str:
+        """A new, empty target for ``tinystore.open``; a test may make several, by name."""
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        """Take away what ``new_target`` made (once the test ended and its stores are closed)."""
+
+    # The application's own SQL
+
+    def sql(self, text: str) -> str:
+        """The application's SQL ``text``, written with ``?`` and ``:name`` parameters, in this backend's style."""
+        if self.placeholder == "?":
+            return text
+        return re.sub(r"(?<![:\w]):(\w+)", r"%(\1)s", text).replace("?", self.placeholder)
+
+    def create_table(self, db: Any, name: str, columns: str) -> None:
+        """Create the application's table ``name`` through ``db`` (a store, a transaction or an application
+        connection). ``columns`` is portable column SQL; ``{auto_id}`` in it is this backend's auto-numbered
+        integer primary key."""
+        db.execute(f"CREATE TABLE {name} ({columns.format(auto_id=self.auto_id)})")
+
+    def app_rows(self, target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The application's own rows, read on a connection of their own (not the store's): what is committed."""
+        raise NotImplementedError
+
+    def app_connection(self, target: str, begin: str = "driver") -> Any:
+        """An application connection of the backend's own kind to the target, as ``conn=`` takes it.
+
+        ``begin="driver"``: the driver opens a transaction before the first write, as by default;
+        ``begin="explicit"``: the application said BEGIN itself, and the connection is in that transaction.
+        """
+        raise NotImplementedError
+
+    def in_transaction(self, conn: Any) -> bool:
+        """Whether the application connection ``conn`` is inside a transaction."""
+        raise NotImplementedError
+
+    def sqlalchemy_url(self, target: str) -> str:
+        """The SQLAlchemy URL of the target, for the application's own engine."""
+        raise NotImplementedError
+
+    # Raw looks at tinystore's tables, beside tinystore
+
+    def job_rows(self, target: str) -> list[JobRow]:
+        """Every job row the store holds, ordered by queue and id: those past their keep or dedupe that
+        maintenance has not removed yet too. ``state`` is as stored: queued (scheduled or waiting),
+        running, done or failed; ``payload`` is the JSON text as stored."""
+        raise NotImplementedError
+
+    def steps(self, target: str) -> list[StepRow]:
+        """Every kept step answer, ordered by step name; ``answer`` is its JSON text as stored, and
+        ``queue``/``id`` are None where no job row holds the step."""
+        raise NotImplementedError
+
+    def groups(self, target: str) -> list[GroupRow]:
+        """The store's bookkeeping row of each group that has queued or running jobs."""
+        raise NotImplementedError
+
+    def leases(self, target: str) -> list[Lease]:
+        """Every live lease: the job's queue and id (id None where no job row holds it), the attempt it
+        runs, the registration (``Process.id``) that holds it, and when it runs out (epoch seconds)."""
+        raise NotImplementedError
+
+    def registered_processes(self, target: str) -> list[Process]:
+        """Every process the store has registered as having it open: its registration id and its pid."""
+        raise NotImplementedError
+
+    def holds(self, target: str, marker: str) -> bool:
+        """Whether any text value of any row of any table of the store contains ``marker``."""
+        raise NotImplementedError
+
+    def inconsistencies(self, target: str) -> dict[str, list]:
+        """What of the store's bookkeeping disagrees with itself, read at one moment; every list is empty
+        in a sound store: "integrity" (damage the backend's own check finds), "leases off their job" (a
+        lease whose job is missing, not running, or at another attempt), "running without a lease",
+        "leases of unregistered processes"."""
+        raise NotImplementedError
+
+    def write_lock_free(self, target: str, timeout: float = 0) -> bool:
+        """Whether this process can take the store's write lock within ``timeout`` seconds (it gives it back
+        at once). A backend without one write lock for the whole store answers True."""
+        raise NotImplementedError
+
+    # tinystore internals: each use here, and only here
+
+    def claim_cycle(self, store: tinystore.Store, queue: tinystore.Queue, want: int, now: float) -> ClaimCycle:
+        """Run one claim cycle of the store's worker for ``queue`` at time ``now``, asking for ``want`` jobs
+        and settling nothing: the jobs it claimed (id, group) and when it asks to look again (``wake_at``)."""
+        raise NotImplementedError
+
+    def writer_work(self, store: tinystore.Store) -> Any:
+        """A context manager counting the work the store's writer does inside the block, as a number in the
+        list it gives, at ``[0]`` (on SQLite, the virtual machine's steps, to the nearest 10): a measure to
+        compare between two runs, not a time."""
+        raise NotImplementedError
+
+
+class SQLiteKit(Kit):
+    """A target is a file path in the test's temporary folder; raw looks read it with a read-only sqlite3
+    connection of their own."""
+
+    name = "sqlite"
+    placeholder = "?"
+    auto_id = "INTEGER PRIMARY KEY"
+    IntegrityError = sqlite3.IntegrityError
+
+    @classmethod
+    def owns(cls, target: str) -> bool:
+        return "://" not in target  # a path, not a URL
+
+    def new_target(self, name: str = "store") -> str:
+        assert self.folder is not None, "a kit made by kit_for (in a child) makes no targets"
+        target = str(self.folder / f"{name}.db")
+        self.targets.append(target)
+        return target
+
+    # The application's own SQL
+
+    def app_rows(self, target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with closing(sqlite3.connect(target, timeout=30)) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def app_connection(self, target: str, begin: str = "driver") -> sqlite3.Connection:
+        if begin == "driver":  # the sqlite3 module opens the transaction before the first write
+            return sqlite3.connect(target, timeout=30)
+        assert begin == "explicit", begin
+        conn = sqlite3.connect(target, timeout=30, isolation_level=None)  # the application says BEGIN itself
+        conn.execute("BEGIN IMMEDIATE")
+        return conn
+
+    def in_transaction(self, conn: sqlite3.Connection) -> bool:
+        return conn.in_transaction
+
+    def sqlalchemy_url(self, target: str) -> str:
+        return f"sqlite:///{target}"
+
+    # Raw looks
+
+    @contextmanager
+    def _look(self, target: str) -> Iterator[sqlite3.Connection]:
+        """A read-only connection to the store file, in one read transaction (one moment of the file)."""
+        conn = sqlite3.connect(Path(target).absolute().as_uri() + "?mode=ro", uri=True, timeout=30,
+                               isolation_level=None)
+        try:
+            conn.execute("BEGIN")
+            yield conn
+        finally:
+            conn.close()
+
+    def _rows(self, target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        with self._look(target) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def job_rows(self, target: str) -> list[JobRow]:
+        return [JobRow(*r) for r in self._rows(
+            target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
+
+    def steps(self, target: str) -> list[StepRow]:
+        return [StepRow(*r) for r in self._rows(
+            target, "SELECT j.queue, j.id, s.name, s.answer FROM tinystore_steps s"
+                    " LEFT JOIN tinystore_jobs j ON j.seq = s.job ORDER BY s.name, j.queue, j.id")]
+
+    def groups(self, target: str) -> list[GroupRow]:
+        return [GroupRow(*r) for r in self._rows(
+            target, "SELECT queue, grp, running FROM tinystore_groups ORDER BY queue, grp")]
+
+    def leases(self, target: str) -> list[Lease]:
+        return [Lease(*r) for r in self._rows(
+            target, "SELECT l.queue, j.id, l.attempt, l.owner, l.expires FROM tinystore_leases l"
+                    " LEFT JOIN tinystore_jobs j ON j.seq = l.job ORDER BY l.queue, j.id")]
+
+    def registered_processes(self, target: str) -> list[Process]:
+        return [Process(*r) for r in self._rows(target, "SELECT id, pid FROM tinystore_processes ORDER BY id")]
+
+    def holds(self, target: str, marker: str) -> bool:
+        with self._look(target) as conn:
+            tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            for table in tables:
+                for row in conn.execute(f'SELECT * FROM "{table}"'):
+                    if any(isinstance(value, str) and marker in value for value in row):
+                        return True
+        return False
+
+    def inconsistencies(self, target: str) -> dict[str, list]:
+        with self._look(target) as conn:
+            integrity = conn.execute("PRAGMA integrity_check").fetchall()
+            return {
+                "integrity": [] if integrity == [("ok",)] else integrity,
+                "leases off their job": conn.execute(
+                    """SELECT l.job, l.attempt, j.state, j.attempt FROM tinystore_leases l
+                       LEFT JOIN tinystore_jobs j ON j.seq = l.job
+                       WHERE j.seq IS NULL OR j.state != 'running' OR j.attempt != l.attempt""").fetchall(),
+                "running without a lease": conn.execute(
+                    """SELECT seq FROM tinystore_jobs j WHERE state = 'running'
+                       AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)""").fetchall(),
+                "leases of unregistered processes": conn.execute(
+                    """SELECT job, owner FROM tinystore_leases
+                       WHERE owner NOT IN (SELECT id FROM tinystore_processes)""").fetchall(),
+            }
+
+    def write_lock_free(self, target: str, timeout: float = 0) -> bool:
+        # SQLite's write lock is the file's: a connection of its own tries BEGIN IMMEDIATE (it writes nothing).
+        with closing(sqlite3.connect(target, timeout=timeout, isolation_level=None)) as probe:
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+                return True
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                return False
+
+    # tinystore internals
+
+    def claim_cycle(self, store: tinystore.Store, queue: tinystore.Queue, want: int, now: float) -> ClaimCycle:
+        cycle = store._backend.cycle(queue.name, queue.options, store._owner, [], want, now).result()
+        return ClaimCycle([ClaimedJob(c.id, c.grp) for c in cycle.claimed], cycle.wake_at)
+
+    @contextmanager
+    def writer_work(self, store: tinystore.Store) -> Iterator[list[int]]:
+        work = [0]
+
+        def tick() -> int:
+            work[0] += 10
+            return 0
+
+        conn = store._backend._writer_conn()
+        conn.set_progress_handler(tick, 10)
+        try:
+            yield work
+        finally:
+            conn.set_progress_handler(None, 10)
+
+
+#: Every backend's kit, by the name the ``backend`` fixture takes.
+KITS: dict[str, type[Kit]] = {"sqlite": SQLiteKit}
+
+
+def kit_for(target: str) -> Kit:
+    """The kit of the backend a target belongs to (for a child process, which is handed only the target)."""
+    for kind in KITS.values():
+        if kind.owns(target):
+            return kind()
+    raise LookupError(f"no kit owns the target {target!r}")
