@@ -1,4 +1,4 @@
-"""Cancel (JOB-12), watch (JOB-13) and progress, on real store files, with real child processes.
+"""Cancel (JOB-12), watch (JOB-13) and progress, on real stores, with real child processes.
 
 Nothing here sleeps to wait for something: handlers wait on events the test
 sets, watchers are read with a timeout that only a failing test reaches, and
@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 from helpers import start_child, wait_for_line
 
+import kits
 import tinystore
 from tinystore.testing import FakeClock
 
@@ -118,16 +119,12 @@ class Background:
             raise self.error
 
 
-def rows(store: tinystore.Store, table: str) -> int:
-    return store.query(f"select count(*) from {table}")[0][0]
-
-
 # JOB-12: cancel
 
 
 @pytest.mark.parametrize("delay", ["1h", None], ids=["scheduled", "waiting"])
 def test_JOB_12_cancel_takes_a_scheduled_or_waiting_job_away_at_once_and_its_watchers_see_cancelled(
-        store: tinystore.Store, delay: Optional[str]) -> None:
+        store: tinystore.Store, delay: Optional[str], kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     ran: list[Any] = []
     q.work(lambda payload, run: ran.append(payload))
@@ -141,7 +138,7 @@ def test_JOB_12_cancel_takes_a_scheduled_or_waiting_job_away_at_once_and_its_wat
     watcher.end()
     assert q.cancel("a") is False
     assert q.jobs() == []
-    assert rows(store, "tinystore_jobs") == 0 and rows(store, "tinystore_groups") == 0
+    assert kit.job_rows(target) == [] and kit.groups(target) == []
     store.run_until_idle()
     assert ran == []
     assert q.add({"v": 2}, id="a").added  # the id is free again
@@ -167,7 +164,7 @@ def test_JOB_12_cancelling_the_first_job_of_a_full_group_lets_the_next_one_run(s
 
 
 def test_JOB_12_cancelling_a_running_async_handler_cancels_it_and_its_answer_settles_nothing(
-        store: tinystore.Store, gates: Gates) -> None:
+        store: tinystore.Store, gates: Gates, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail", dedupe="1h")  # a done job would stay visible
     told: list[str] = []
 
@@ -196,12 +193,12 @@ def test_JOB_12_cancelling_a_running_async_handler_cancels_it_and_its_answer_set
     assert told == ["CancelledError cancelled=True"]
     assert q.get("a") is None  # never done
     assert store.stats()["mail"]["done_last_minute"] == 0
-    assert rows(store, "tinystore_jobs") == 0 and rows(store, "tinystore_leases") == 0
+    assert kit.job_rows(target) == [] and kit.leases(target) == []
 
 
 @pytest.mark.parametrize("answer", ["none", "raise", "retry", "fail"])
 def test_JOB_12_a_cancelled_sync_handler_sees_run_cancelled_and_whatever_it_answers_settles_nothing(
-        store: tinystore.Store, gates: Gates, answer: str) -> None:
+        store: tinystore.Store, gates: Gates, answer: str, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail", dedupe="1h", attempts=1)
     seen: list[bool] = []
 
@@ -231,7 +228,7 @@ def test_JOB_12_a_cancelled_sync_handler_sees_run_cancelled_and_whatever_it_answ
     assert (state.state, state.attempt, state.payload, state.error) == ("scheduled", 0, {"new": True}, None)
     stats = store.stats()["mail"]
     assert (stats["done_last_minute"], stats["failed_last_minute"], stats["failed"], stats["done"]) == (0, 0, 0, 0)
-    assert rows(store, "tinystore_leases") == 0
+    assert kit.leases(target) == []
 
 
 def test_JOB_12_a_job_cancelled_through_another_open_of_the_file_tells_its_handler(
@@ -319,12 +316,12 @@ CANCELLED_CHILD = """
 
 
 def test_JOB_12_cancelling_a_job_running_in_another_process_tells_its_handler_and_settles_nothing(
-        open_store: Callable[..., tinystore.Store], store_path: str, tmp_path: Any, child_env: dict) -> None:
+        open_store: Callable[..., tinystore.Store], target: str, tmp_path: Any, child_env: dict, kit: kits.Kit) -> None:
     store = open_store()  # the real clock: the child's
     q = store.queue("mail")
     q.add({"v": 1}, id="a")
     witness = tmp_path / "witness.txt"
-    child = start_child(CANCELLED_CHILD, store_path, str(witness), env=child_env)
+    child = start_child(CANCELLED_CHILD, target, str(witness), env=child_env)
     try:
         assert wait_for_line(child, "running", WAIT) == "running a 1"
         watcher = Follower(q, "a")
@@ -347,7 +344,7 @@ def test_JOB_12_cancelling_a_job_running_in_another_process_tells_its_handler_an
     assert (state.state, state.attempt, state.payload) == ("scheduled", 0, {"new": True})
     stats = store.stats()["mail"]
     assert (stats["started_last_minute"], stats["done_last_minute"]) == (1, 0)
-    assert rows(store, "tinystore_leases") == 0
+    assert kit.leases(target) == []
 
 
 # JOB-13: watch
@@ -568,14 +565,14 @@ WATCHED_CHILD = """
 
 
 def test_JOB_13_a_watcher_sees_changes_made_by_another_process(
-        open_store: Callable[..., tinystore.Store], store_path: str, child_env: dict) -> None:
+        open_store: Callable[..., tinystore.Store], target: str, child_env: dict) -> None:
     store = open_store()  # the real clock: the child's
     q = store.queue("mail")
     q.add({"v": 1}, id="a")
     watcher = Follower(q, "a")
     assert watcher.next().state == "waiting"
     # From here this process commits nothing: the watcher hears of the child's commits by itself.
-    child = start_child(WATCHED_CHILD, store_path, env=child_env, stdin=subprocess.PIPE)
+    child = start_child(WATCHED_CHILD, target, env=child_env, stdin=subprocess.PIPE)
     try:
         wait_for_line(child, "running", WAIT)
         assert summary(watcher.next()) == ("running", 1, 0, None, None)
@@ -616,7 +613,7 @@ store.close()
 
 
 def test_JOB_13_a_watcher_sees_the_running_state_of_every_attempt_however_fast_the_job_moves(
-        open_store: Callable[..., tinystore.Store], store_path: str, child_env: dict) -> None:
+        open_store: Callable[..., tinystore.Store], target: str, child_env: dict) -> None:
     # Another process runs the job: it fails twice and succeeds at once, reporting progress as it
     # goes, while this process only reads. The watcher must see attempts 1, 2 and 3 running, each
     # progress report and the end, in order.
@@ -625,7 +622,7 @@ def test_JOB_13_a_watcher_sees_the_running_state_of_every_attempt_however_fast_t
     q.add({}, id="j")
     watcher = Follower(q, "j")
     assert watcher.next().state == "waiting"
-    child = start_child(FAST_CHILD, store_path, env=child_env)
+    child = start_child(FAST_CHILD, target, env=child_env)
     try:
         seen = []
         while not seen or seen[-1][0] not in ("done", "failed", "cancelled"):

@@ -1,7 +1,7 @@
 """Contract tests of the core: DUR-01..03, JOB-01, JOB-03..05, JOB-07..09, LIM-04.
 
 Each test is named after the contract it shows, as a sentence. They run on
-real store files; crashes are real child processes killed with SIGKILL; time
+real stores; crashes are real child processes killed with SIGKILL; time
 is a FakeClock that the test moves, so nothing here sleeps to wait.
 
 A child process that must agree with the test about time opens its store on
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sqlite3
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
@@ -78,11 +77,11 @@ def gate(open_store: Callable[..., tinystore.Store]) -> Iterator[Callable[[], th
         event.set()
 
 
-def child_store(path: str, start: float = T) -> str:
+def child_store(target: str, start: float = T) -> str:
     """Code opening the test's store in a child, on a FakeClock at ``start``."""
     return (f"import os, signal, sys, threading, tinystore\n"
             f"from tinystore.testing import FakeClock\n"
-            f"store = tinystore.open({path!r}, clock=FakeClock({start!r}))\n")
+            f"store = tinystore.open({target!r}, clock=FakeClock({start!r}))\n")
 
 
 def kill_and_wait(proc: Any) -> None:
@@ -109,8 +108,8 @@ def test_DUR_01_a_job_added_is_read_back_after_the_store_is_closed_and_reopened(
 
 
 def test_DUR_01_a_process_killed_right_after_add_returned_loses_nothing_and_the_job_runs_when_a_worker_comes(
-        store_path, open_store, clock):
-    code = child_store(store_path) + (
+        target, open_store, clock):
+    code = child_store(target) + (
         "store.queue('replies').add({'message_id': 41}, id='reply:41')\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
     child = run_child(code, timeout=WAIT)
@@ -127,8 +126,8 @@ def test_DUR_01_a_process_killed_right_after_add_returned_loses_nothing_and_the_
     assert ran == [("reply:41", {"message_id": 41})]
 
 
-def test_DUR_01_every_add_that_returned_before_a_SIGKILL_is_in_the_file(store_path, open_store, clock):
-    code = child_store(store_path) + (
+def test_DUR_01_every_add_that_returned_before_a_SIGKILL_is_in_the_file(target, open_store, clock):
+    code = child_store(target) + (
         "q = store.queue('bulk')\n"
         "i = 0\n"
         "while True:\n"
@@ -160,8 +159,8 @@ def test_DUR_01_every_add_that_returned_before_a_SIGKILL_is_in_the_file(store_pa
 
 
 def test_DUR_02_a_crash_before_the_add_committed_promised_nothing_and_get_says_there_is_no_job(
-        store_path, open_store, clock):
-    code = child_store(store_path) + (
+        target, open_store, clock):
+    code = child_store(target) + (
         "q = store.queue('replies')\n"
         "with store.transaction() as tx:\n"
         "    q.add({'message_id': 41}, id='reply:41', tx=tx)\n"
@@ -178,8 +177,8 @@ def test_DUR_02_a_crash_before_the_add_committed_promised_nothing_and_get_says_t
 
 
 def test_DUR_02_after_a_crash_in_the_middle_of_adds_get_says_for_each_job_whether_it_exists(
-        store_path, open_store, clock):
-    code = child_store(store_path) + (
+        target, open_store, clock):
+    code = child_store(target) + (
         "q = store.queue('bulk')\n"
         "i = 0\n"
         "while True:\n"
@@ -230,13 +229,13 @@ store.run_until_idle()
 
 
 def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_their_attempts_stay_counted(
-        store_path, open_store, clock):
+        target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s", attempts=5)
     for n in range(3):
         jobs.add({"n": n}, id=f"job-{n}")
 
-    proc = start_child(child_store(store_path) + CLAIM_AND_HANG, "3")
+    proc = start_child(child_store(target) + CLAIM_AND_HANG, "3")
     try:
         wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
     finally:
@@ -258,12 +257,12 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     assert [after.get(f"job-{n}") for n in range(3)] == [None] * 3  # done
 
 
-def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(store_path, open_store, clock):
+def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s")
     jobs.add({}, id="held")
 
-    proc = start_child(child_store(store_path) + CLAIM_AND_HANG, "1")
+    proc = start_child(child_store(target) + CLAIM_AND_HANG, "1")
     try:
         wait_for_line(proc, "claimed held", timeout=WAIT)
         while_alive = open_store(clock=clock).queue("jobs").get("held")
@@ -412,15 +411,16 @@ def test_JOB_03_a_job_whose_handler_raises_runs_again_until_it_is_done(store, cl
 
 
 def test_JOB_03_a_process_killed_after_the_handler_but_before_settling_runs_the_job_again(
-        store_path, open_store, clock):
+        target, open_store, clock, kit):
     store = open_store(clock=clock)
-    store.execute("create table runs (job text not null, attempt integer not null)")
+    kit.create_table(store, "runs", "job text not null, attempt integer not null")
     store.queue("jobs").add({"n": 1}, id="j")
-    code = child_store(store_path) + (
+    insert = kit.sql("insert into runs (job, attempt) values (?, ?)")
+    code = child_store(target) + (
         "q = store.queue('jobs')\n"
         "@q.work\n"
         "def handle(payload, run):\n"
-        "    store.execute('insert into runs (job, attempt) values (?, ?)', (run.id, run.attempt))\n"
+        f"    store.execute({insert!r}, (run.id, run.attempt))\n"
         "    os.kill(os.getpid(), signal.SIGKILL)  # the work is done; the settlement never is\n"
         "store.run_until_idle()\n")
     child = run_child(code, timeout=WAIT)
@@ -431,7 +431,7 @@ def test_JOB_03_a_process_killed_after_the_handler_but_before_settling_runs_the_
     assert q.get("j").state == "waiting"
 
     def handle(payload, run):
-        after.execute("insert into runs (job, attempt) values (?, ?)", (run.id, run.attempt))
+        after.execute(insert, (run.id, run.attempt))
 
     q.work(handle)
     run_until_idle(after)
@@ -462,11 +462,11 @@ def test_JOB_04_the_attempt_is_counted_when_the_job_is_claimed_before_the_handle
 
 
 def test_JOB_04_a_handler_that_kills_its_process_every_time_reaches_attempts_and_fails_for_good(
-        store_path, open_store, clock):
+        target, open_store, clock):
     store = open_store(clock=clock)
     store.queue("deadly", attempts=2).add({}, id="poison")
     store.close()
-    code = child_store(store_path) + (
+    code = child_store(target) + (
         "q = store.queue('deadly')\n"
         "@q.work\n"
         "def handle(payload, run):\n"
@@ -486,7 +486,7 @@ def test_JOB_04_a_handler_that_kills_its_process_every_time_reaches_attempts_and
 
 
 def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_leases_count_in_the_last_minute(
-        store_path, open_store, clock):
+        target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", attempts=2, lease="30s")
     jobs.add({}, id="job-0")
@@ -501,7 +501,7 @@ def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_le
     clock.advance("2s")  # past the backoff (1 s +-10 %): all three are due
     store.close()
 
-    proc = start_child(child_store(store_path, start=T + 2) + CLAIM_AND_HANG, "3")
+    proc = start_child(child_store(target, start=T + 2) + CLAIM_AND_HANG, "3")
     try:
         wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
     finally:
@@ -948,7 +948,7 @@ def test_LIM_04_ids_are_measured_in_bytes_1_and_1024_fit(store):
 
 
 @pytest.mark.parametrize("name", ["", "Replies", "-replies", "_replies", "re plies", "re.plies", "rëplies",
-                                  "replies\n", "q" * 65, "a/b", "x;drop table tinystore_jobs"])
+                                  "replies\n", "q" * 65, "a/b", "x;drop table jobs"])
 def test_LIM_04_a_queue_name_outside_the_pattern_is_refused_naming_it_and_nothing_is_written(store, name):
     with pytest.raises(ValueError) as caught:
         store.queue(name)
@@ -996,18 +996,14 @@ def test_LIM_04_one_bad_item_of_add_many_refuses_the_whole_batch_naming_that_ite
     nothing_written(q, "ok-1", "bad", "ok-3")
 
 
-def test_LIM_04_a_refused_value_leaves_no_trace_in_the_file(store, store_path):
+def test_LIM_04_a_refused_value_leaves_no_trace_in_the_file(store, kit, target):
     q = store.queue("replies")
     for bad in [dict(payload="x" * (2 << 20)), dict(payload=object()), dict(id=""),
                 dict(at=datetime(2027, 1, 1))]:
         kwargs = {"payload": {}, "id": "reply:41", **bad}
         with pytest.raises(tinystore.InvalidArgument):
             q.add(**kwargs)
-    conn = sqlite3.connect(store_path)
-    try:
-        assert conn.execute("select count(*) from tinystore_jobs").fetchone()[0] == 0
-    finally:
-        conn.close()
+    assert len(kit.job_rows(target)) == 0
 
 
 @pytest.mark.parametrize("answer", ["raise", "fail"])

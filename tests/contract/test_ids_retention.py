@@ -10,16 +10,14 @@ from typing import Any
 
 import pytest
 
+import kits
 import tinystore
 from tinystore.testing import FakeClock
 
 
-def rows(store: tinystore.Store, table: str) -> int:
-    return store.query(f"select count(*) from {table}")[0][0]
-
-
-def job_rows(store: tinystore.Store, id: str) -> int:
-    return store.query("select count(*) from tinystore_jobs where id = ?", (id,))[0][0]
+def job_rows(kit: kits.Kit, target: str, id: str) -> int:
+    """How many job rows with this id the store holds (in any queue, past its keep or not)."""
+    return sum(1 for row in kit.job_rows(target) if row.id == id)
 
 
 def failing(queue: tinystore.Queue, **steps: Any) -> list[int]:
@@ -38,14 +36,15 @@ def failing(queue: tinystore.Queue, **steps: Any) -> list[int]:
 # JOB-10: an id names one job while the job is kept
 
 
-def test_JOB_10_adding_the_id_of_a_scheduled_job_adds_nothing_and_returns_it(store: tinystore.Store) -> None:
+def test_JOB_10_adding_the_id_of_a_scheduled_job_adds_nothing_and_returns_it(
+        store: tinystore.Store, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     first = q.add({"v": 1}, id="a", delay="10m")
     again = q.add({"v": 2}, id="a")
     assert first.added and first.state == "scheduled"
     assert not again.added
     assert (again.state, again.payload, again.at) == ("scheduled", {"v": 1}, first.at)
-    assert rows(store, "tinystore_jobs") == 1
+    assert len(kit.job_rows(target)) == 1
 
 
 def test_JOB_10_adding_the_id_of_a_waiting_job_adds_nothing_and_returns_it_with_its_place(
@@ -104,14 +103,15 @@ def test_JOB_10_adding_the_id_of_a_done_job_within_dedupe_adds_nothing(
     assert runs == [{"v": 1}]
 
 
-def test_JOB_10_without_dedupe_a_done_job_is_removed_at_once_so_its_id_adds_anew(store: tinystore.Store) -> None:
+def test_JOB_10_without_dedupe_a_done_job_is_removed_at_once_so_its_id_adds_anew(
+        store: tinystore.Store, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     runs: list[Any] = []
     q.work(lambda payload, run: runs.append(payload))
     q.add({"v": 1}, id="a")
     store.run_until_idle()
     assert q.get("a") is None
-    assert job_rows(store, "a") == 0
+    assert job_rows(kit, target, "a") == 0
     again = q.add({"v": 2}, id="a")
     assert again.added and again.state == "waiting" and again.attempt == 0
     store.run_until_idle()
@@ -138,13 +138,13 @@ def test_JOB_10_add_many_returns_one_state_per_item_in_order(store: tinystore.St
 
 
 def test_JOB_10_an_id_given_twice_in_one_batch_adds_the_first_and_returns_it_for_the_second(
-        store: tinystore.Store) -> None:
+        store: tinystore.Store, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     first, second = q.add_many([tinystore.Job({"v": 1}, id="x"), tinystore.Job({"v": 2}, id="x", delay="1h")])
     assert first.added and not second.added
     assert first.payload == second.payload == {"v": 1}
     assert second.state == "waiting"
-    assert job_rows(store, "x") == 1
+    assert job_rows(kit, target, "x") == 1
 
 
 @pytest.mark.parametrize("bad", [
@@ -153,22 +153,24 @@ def test_JOB_10_an_id_given_twice_in_one_batch_adds_the_first_and_returns_it_for
     tinystore.Job({"v": 1}, id="bad-at", at="tomorrow"),
     tinystore.Job({"v": "x" * (1024 * 1024)}, id="too-big"),
 ], ids=["not-json", "long-id", "bad-at", "payload-over-1MiB"])
-def test_JOB_10_add_many_with_one_bad_item_writes_nothing(store: tinystore.Store, bad: tinystore.Job) -> None:
+def test_JOB_10_add_many_with_one_bad_item_writes_nothing(
+        store: tinystore.Store, bad: tinystore.Job, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     with pytest.raises(tinystore.InvalidArgument):
         q.add_many([tinystore.Job({"v": 0}, id="good-1"), bad, tinystore.Job({"v": 2}, id="good-2")])
     assert q.get("good-1") is None and q.get("good-2") is None
     assert q.jobs() == []
-    assert rows(store, "tinystore_jobs") == 0
+    assert len(kit.job_rows(target)) == 0
 
 
-def test_JOB_10_add_many_in_a_transaction_that_rolls_back_writes_nothing(store: tinystore.Store) -> None:
+def test_JOB_10_add_many_in_a_transaction_that_rolls_back_writes_nothing(
+        store: tinystore.Store, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail")
     with pytest.raises(RuntimeError):
         with store.transaction() as tx:
             q.add_many([{"v": 1}, tinystore.Job({"v": 2}, id="b")], tx=tx)
             raise RuntimeError("the application changed its mind")
-    assert rows(store, "tinystore_jobs") == 0
+    assert len(kit.job_rows(target)) == 0
 
 
 # JOB-11: failed jobs are kept for `keep`, done jobs for `dedupe`
@@ -190,20 +192,20 @@ def test_JOB_11_a_failed_job_is_kept_with_its_error_for_seven_days_by_default(
 
 
 def test_JOB_11_past_keep_a_failed_job_is_gone_and_its_id_free_before_maintenance_runs(
-        store: tinystore.Store, clock: FakeClock) -> None:
+        store: tinystore.Store, clock: FakeClock, kit: kits.Kit, target: str) -> None:
     q = store.queue("mail", attempts=1, keep="1h")
     failing(q, fetched="kept answer")
     q.add({"v": 1}, id="a")
     store.run_until_idle()
     clock.advance("1h1s")
-    assert job_rows(store, "a") == 1  # maintenance has not run: the row is still in the file
+    assert job_rows(kit, target, "a") == 1  # maintenance has not run: the row is still in the file
     assert q.get("a") is None
     assert q.jobs() == [] and q.jobs(state="failed") == []
     assert store.stats()["mail"]["failed"] == 0
     assert q.retry("a") is False
     again = q.add({"v": 2}, id="a")
     assert again.added and (again.state, again.attempt, again.error) == ("waiting", 0, None)
-    assert rows(store, "tinystore_steps") == 0  # the old job's steps left with it
+    assert len(kit.steps(target)) == 0  # the old job's steps left with it
 
 
 def test_JOB_11_a_done_job_is_kept_for_dedupe_then_gone_and_its_id_free(
@@ -223,7 +225,7 @@ def test_JOB_11_a_done_job_is_kept_for_dedupe_then_gone_and_its_id_free(
 
 
 def test_JOB_11_maintain_removes_rows_payloads_and_steps_past_their_time_in_batches(
-        open_store: Any, clock: FakeClock) -> None:
+        open_store: Any, clock: FakeClock, kit: kits.Kit, target: str) -> None:
     store = open_store(clock=clock, durability="off")  # a thousand jobs: no fsync per commit
     failed = store.queue("failed", attempts=1, keep="1h")
     failing(failed, first="an answer", second=[1, 2, 3])
@@ -237,7 +239,7 @@ def test_JOB_11_maintain_removes_rows_payloads_and_steps_past_their_time_in_batc
     failed.add_many([tinystore.Job({"secret": i}, id=f"f{i}") for i in range(3)])
     done.add_many([tinystore.Job({"secret": i}, id=f"d{i}") for i in range(n)])
     store.run_until_idle()
-    assert rows(store, "tinystore_steps") == 2 * 3  # kept under the failed jobs
+    assert len(kit.steps(target)) == 2 * 3  # kept under the failed jobs
     assert store.maintain() == {"removed": 0}  # nothing is past its time yet
 
     clock.advance("30m")
@@ -245,15 +247,13 @@ def test_JOB_11_maintain_removes_rows_payloads_and_steps_past_their_time_in_batc
     store.run_until_idle()
     waiting = done.add({"n": "waiting"}, id="waiting", delay="1d")
     assert later.added and waiting.added
-    assert rows(store, "tinystore_jobs") == n + 3 + 2
+    assert len(kit.job_rows(target)) == n + 3 + 2
 
     clock.advance("31m")
     assert store.maintain() == {"removed": n + 3}
-    assert store.query("select queue, id from tinystore_jobs order by queue") == [
-        ("done", "waiting"), ("failed", "later")]
-    assert store.query("select count(*) from tinystore_jobs where payload like '%secret%'") == [(0,)]
-    assert store.query("select answer from tinystore_steps order by name") == [
-        ('"an answer"',), ("[1,2,3]",)]  # only the steps of "later"
+    assert [(row.queue, row.id) for row in kit.job_rows(target)] == [("done", "waiting"), ("failed", "later")]
+    assert [row for row in kit.job_rows(target) if "secret" in row.payload] == []
+    assert [step.answer for step in kit.steps(target)] == ['"an answer"', "[1,2,3]"]  # only the steps of "later"
     assert failed.get("later").state == "failed" and done.get("waiting").state == "scheduled"
     assert store.maintain() == {"removed": 0}
 

@@ -4,35 +4,23 @@ A later attempt gets the kept answer back without calling fn; only what is
 left runs. A step whose attempt ended before its answer was kept runs again.
 Steps are dropped when the job leaves the queue.
 
-Every test counts the calls of fn with a witness, on a real store file and a
+Every test counts the calls of fn with a witness, on a real store and a
 fake clock: time moves by hand, nothing sleeps.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
-from contextlib import closing
 from typing import Any, Callable
 
 import pytest
 
+import kits
 import tinystore
 from tinystore.testing import FakeClock
 
 WAIT = 30  # seconds an event may take before the test fails instead of hanging (a loaded CI machine)
-
-
-def file_holds(path: str, marker: str) -> bool:
-    """Whether any row of any table of the store file holds ``marker``: what is in the file, read as sqlite3 would."""
-    with closing(sqlite3.connect(path)) as conn:
-        tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for table in tables:
-            for row in conn.execute(f'SELECT * FROM "{table}"'):
-                if any(isinstance(value, str) and marker in value for value in row):
-                    return True
-    return False
 
 
 def serve_in_thread(store: tinystore.Store) -> threading.Thread:
@@ -321,15 +309,15 @@ def test_JOB_06_an_exception_raised_by_fn_is_not_kept_and_the_step_runs_again_ne
 
 @pytest.mark.parametrize("leaves", ["done", "done past dedupe", "failed past keep", "cancelled"])
 def test_JOB_06_steps_are_removed_from_the_file_when_their_job_leaves_the_queue(
-        store: tinystore.Store, clock: FakeClock, store_path: str, leaves: str) -> None:
+        store: tinystore.Store, clock: FakeClock, kit: kits.Kit, target: str, leaves: str) -> None:
     marker = f"kept-answer-{leaves.replace(' ', '-')}"
     replies = store.queue("replies", dedupe="1h" if leaves == "done past dedupe" else 0, keep="1h")
-    in_file_while_running: list[bool] = []
+    in_store_while_running: list[bool] = []
 
     @replies.work
     def answer(payload: Any, run: tinystore.Run) -> Any:
         run.step("answer", lambda: {"text": marker})
-        in_file_while_running.append(file_holds(store_path, marker))  # kept before step returned
+        in_store_while_running.append(kit.holds(target, marker))  # kept before step returned
         if leaves.startswith("done"):
             return None
         if leaves == "failed past keep":
@@ -338,17 +326,17 @@ def test_JOB_06_steps_are_removed_from_the_file_when_their_job_leaves_the_queue(
 
     replies.add({"message_id": 41}, id="reply:41")
     store.run_until_idle()
-    assert in_file_while_running == [True]
+    assert in_store_while_running == [True]
 
     if leaves in ("failed past keep", "cancelled"):
-        assert file_holds(store_path, marker), "the steps of a job the queue keeps must stay"
+        assert kit.holds(target, marker), "the steps of a job the queue keeps must stay"
     if leaves == "cancelled":
         assert replies.cancel("reply:41")
     elif leaves != "done":
         clock.advance("2h")
         store.maintain()
     assert replies.get("reply:41") is None
-    assert not file_holds(store_path, marker)
+    assert not kit.holds(target, marker)
 
 
 def test_JOB_06_a_done_job_added_again_with_the_same_id_starts_with_no_steps(
