@@ -1,8 +1,10 @@
-"""What the crash tests share: child processes on the test's store file, and the witness of runs.
+"""What the crash tests share: child processes on the test's store, and the witness of runs.
 
-The children run ``crash_child.py`` (see its docstring). Each handler run
-appends to a witness file, outside the store, so the tests count runs with
-something no crash of the store can change: no job lost, no attempt run twice.
+The children run ``crash_child.py`` (see its docstring), on the test's target.
+Each handler run appends to a witness file, outside the store, so the tests
+count runs with something no crash of the store can change: no job lost, no
+attempt run twice. What the store itself holds, the tests read through the
+public API or the backend's kit (``kits.py``), beside tinystore.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 import pytest
 
+import kits
 import tinystore
 from helpers import start_child, stderr_of
 
@@ -29,10 +31,11 @@ Run = collections.namedtuple("Run", "phase queue id attempt pid")
 
 
 class Lab:
-    """Starts children on one store file and reads what they left: the witness, the raw tables."""
+    """Starts children on one store and reads what they left: the witness, and (through the kit) the store."""
 
-    def __init__(self, store_path: str, witness_path: str, env: dict[str, str]):
-        self.store_path = store_path
+    def __init__(self, kit: kits.Kit, target: str, witness_path: str, env: dict[str, str]):
+        self.kit = kit
+        self.target = target
         self.witness_path = witness_path
         self.env = env
         self.children: list[subprocess.Popen] = []
@@ -44,23 +47,23 @@ class Lab:
 
     def adder(self, queue: str, count: int = 0, then_block: bool = False) -> subprocess.Popen:
         """A child adding job-0, job-1, ... to ``queue``; it prints "added <id>" after each add returned."""
-        return self.start("add", self.store_path, queue, "--count", str(count), *(["--then-block"] * then_block))
+        return self.start("add", self.target, queue, "--count", str(count), *(["--then-block"] * then_block))
 
     def worker(self, *queues: str, until_idle: bool = False, serve: bool = False,
-               path: Optional[str] = None) -> subprocess.Popen:
+               target: Optional[str] = None) -> subprocess.Popen:
         """A child serving ``queues`` ("name:sync" or "name:async"), with run_until_idle() or serve().
 
-        It opens the store by ``path`` where given (another name of the same file), else by the test's.
+        It opens the store by ``target`` where given (another name of the same store), else by the test's.
         """
         assert until_idle != serve
         args = [a for q in queues for a in ("--queue", q)]
-        return self.start("work", path or self.store_path, self.witness_path, *args,
+        return self.start("work", target or self.target, self.witness_path, *args,
                           "--until-idle" if until_idle else "--serve")
 
     def prepare(self, queue: str, jobs: Iterable[Any] = (), **options: Any) -> None:
         """Keep ``queue``'s options in the store and add jobs (``(id, payload)`` or ``tinystore.Job``),
         from a store closed right after."""
-        with tinystore.open(self.store_path) as store:
+        with tinystore.open(self.target) as store:
             q = store.queue(queue, **options)
             q.add_many([job if isinstance(job, tinystore.Job) else tinystore.Job(job[1], id=job[0]) for job in jobs])
 
@@ -78,48 +81,32 @@ class Lab:
             runs.append(Run(p, q, id, int(attempt), int(pid)))
         return [r for r in runs if phase is None or r.phase == phase]
 
-    def raw(self, sql: str, params: Any = ()) -> list[tuple]:
-        """Read the store file with plain sqlite3, beside tinystore (no store opened, nothing recovered)."""
-        conn = sqlite3.connect(self.store_path, timeout=30)
-        try:
-            return conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
-
     def stall(self, proc: subprocess.Popen) -> None:
-        """SIGSTOP the child at a moment it holds no write lock of the store file.
+        """SIGSTOP the child at a moment it holds no write lock of the store.
 
         A process stopped inside a write transaction would keep every other
-        process from writing (that is SQLite's lock, not a lease), so a stop
-        that lands inside one is undone and tried again.
+        process from writing (on SQLite that is the file's lock, not a lease),
+        so a stop that lands inside one is undone and tried again.
         """
         for _ in range(100):
             proc.send_signal(signal.SIGSTOP)
             _, status = os.waitpid(proc.pid, os.WUNTRACED)  # returns once the child is stopped
             assert os.WIFSTOPPED(status), f"the child ended instead of stopping: {status}"
-            if self._write_lock_free(timeout=0):  # the child is stopped: waiting would not free it
+            if self.kit.write_lock_free(self.target, timeout=0):  # the child is stopped: waiting would not free it
                 return
             proc.send_signal(signal.SIGCONT)  # stopped while writing: let it end that transaction
-            assert self._write_lock_free(timeout=30), "the child kept the store's write lock"
+            assert self.kit.write_lock_free(self.target, timeout=30), "the child kept the store's write lock"
         raise AssertionError("the child held the store's write lock at every stop")
-
-    def _write_lock_free(self, timeout: float) -> bool:
-        """Whether this process can take the store's write lock within ``timeout`` (it gives it back at once)."""
-        conn = sqlite3.connect(self.store_path, timeout=timeout, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return True
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            conn.close()
 
     def owner_of(self, pid: int) -> int:
         """The registration of the process ``pid`` in the store."""
-        rows = self.raw("SELECT id FROM tinystore_processes WHERE pid = ?", (pid,))
-        assert len(rows) == 1, f"process {pid} is registered {len(rows)} times"
-        return rows[0][0]
+        ids = [p.id for p in self.kit.registered_processes(self.target) if p.pid == pid]
+        assert len(ids) == 1, f"process {pid} is registered {len(ids)} times"
+        return ids[0]
+
+    def leases_of(self, owner: int) -> list[kits.Lease]:
+        """The live leases the registration ``owner`` holds."""
+        return [lease for lease in self.kit.leases(self.target) if lease.owner == owner]
 
     def assert_sound(self, finished: Iterable[tuple[str, str]] = ()) -> None:
         """No attempt ran twice, every end follows its start, and each ``(queue, id)`` in ``finished`` ran to its end."""
@@ -135,15 +122,12 @@ class Lab:
         assert not lost, f"{len(lost)} jobs never ran to their end, e.g. {lost[:5]}"
 
     def assert_consistent(self) -> None:
-        """The file is a sound SQLite database and its leases agree with its jobs and processes."""
-        assert self.raw("PRAGMA integrity_check") == [("ok",)]
-        assert self.raw("""SELECT l.job, l.attempt, j.state, j.attempt FROM tinystore_leases l
-                           LEFT JOIN tinystore_jobs j ON j.seq = l.job
-                           WHERE j.seq IS NULL OR j.state != 'running' OR j.attempt != l.attempt""") == []
-        assert self.raw("""SELECT seq FROM tinystore_jobs j WHERE state = 'running'
-                           AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)""") == []
-        assert self.raw("""SELECT job, owner FROM tinystore_leases
-                           WHERE owner NOT IN (SELECT id FROM tinystore_processes)""") == []
+        """The store is sound (the backend's own check) and its leases agree with its jobs and processes."""
+        problems = self.kit.inconsistencies(self.target)
+        assert problems["integrity"] == []
+        assert problems["leases off their job"] == []
+        assert problems["running without a lease"] == []
+        assert problems["leases of unregistered processes"] == []
 
     @staticmethod
     def watch_until_ended(queue: tinystore.Queue, ids: Iterable[str], timeout: float) -> dict[str, tinystore.JobState]:
@@ -195,7 +179,7 @@ class Lab:
 
 
 @pytest.fixture
-def lab(store_path: str, tmp_path: Path, child_env: dict[str, str]) -> Iterator[Lab]:
-    lab = Lab(store_path, str(tmp_path / "witness.log"), child_env)
+def lab(kit: kits.Kit, target: str, tmp_path: Path, child_env: dict[str, str]) -> Iterator[Lab]:
+    lab = Lab(kit, target, str(tmp_path / "witness.log"), child_env)
     yield lab
     lab.close()

@@ -1,20 +1,22 @@
-"""The child process of the crash tests: it opens the store file like any application would.
+"""The child process of the crash tests: it opens the store like any application would.
 
 Not a test module: the tests run this file's text with ``python -c`` (see
 conftest.py) and kill the process at the moment it says it reached. It says
 where it is by printing one line at a time, with one ``write`` each so that
 threads never interleave their lines.
 
-    add  STORE QUEUE [--count N] [--then-block]
+    add  TARGET QUEUE [--count N] [--then-block]
         Add jobs job-0, job-1, ... (payload {"n": i}) one ``add`` at a time and
         print "added <id>" right after each ``add`` returned. --count 0 adds
         until killed. With --then-block, print "blocking" and wait forever.
 
-    work STORE WITNESS --queue NAME:sync|async [...] (--until-idle | --serve)
+    work TARGET WITNESS --queue NAME:sync|async [...] (--until-idle | --serve)
         Register a handler per queue and run them. --until-idle runs
         run_until_idle() then prints "idle" and closes the store; --serve
         serves as store.serve() does (SIGTERM stops it gracefully), prints
         "serving" once a SIGTERM would be handled, and "stopped" at the end.
+
+TARGET is what ``tinystore.open`` takes: a file path, a URL.
 
 Every run of a handler appends "start <queue> <id> <attempt> <pid>" to the
 WITNESS file as its first act and "end ..." once its work is done: an append
@@ -50,7 +52,7 @@ def say(line: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["add", "work"])
-    parser.add_argument("store")
+    parser.add_argument("target")
     parser.add_argument("rest", nargs="*")
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--then-block", action="store_true")
@@ -66,7 +68,7 @@ def main() -> None:
 
 def add(args: argparse.Namespace) -> None:
     (queue_name,) = args.rest
-    store = tinystore.open(args.store)
+    store = tinystore.open(args.target)
     queue = store.queue(queue_name)
     say("opened")
     i = 0
@@ -94,7 +96,7 @@ def work(args: argparse.Namespace) -> None:
             return run.fail(f"attempt {run.attempt} answered fail")
         return None
 
-    store = tinystore.open(args.store)
+    store = tinystore.open(args.target)
     for spec in args.queue:
         name, kind = spec.split(":")
         queue = store.queue(name)

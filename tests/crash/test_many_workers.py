@@ -1,4 +1,4 @@
-"""Several worker processes draining one queue of one store file, with nothing crashing.
+"""Several worker processes draining one queue of one store, with nothing crashing.
 
 Every job must be done exactly once: each handler run appends a "start" and
 an "end" line to the witness file, so a job run twice (by two processes that
@@ -57,7 +57,7 @@ def test_worker_processes_draining_one_queue_run_every_job_exactly_once_and_no_a
     assert len(per_process) >= 2, f"one process drained the whole queue, the others never took a job: {per_process}"
     lab.assert_sound(finished=[("q", id) for id in ids])
     lab.assert_consistent()
-    assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
+    assert lab.kit.leases(lab.target) == []
 
 
 def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_and_run_no_attempt_twice(
@@ -77,7 +77,7 @@ def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_an
         lab.watch_until_ended(q, [marker], timeout=60)  # jobs start in order: the drain got this far
         doomed = workers[n]
         owner = lab.owner_of(doomed.pid)
-        held_at_kill.append(lab.raw("SELECT count(*) FROM tinystore_leases WHERE owner = ?", (owner,))[0][0])
+        held_at_kill.append(len(lab.leases_of(owner)))
         assert kill_child(doomed) == KILLED
         workers[n] = lab.worker("q:sync", serve=True)  # its open ends the dead worker's leases at once
 
@@ -98,4 +98,4 @@ def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_an
     rerun = [id for id, state in last.items() if state.attempt > 1]
     assert sum(held_at_kill) > 0 and rerun, f"no kill caught a worker holding a lease: {held_at_kill}"
     lab.assert_consistent()
-    assert lab.raw("SELECT count(*) FROM tinystore_leases") == [(0,)]
+    assert lab.kit.leases(lab.target) == []

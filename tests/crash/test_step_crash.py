@@ -23,7 +23,7 @@ KILLED_AFTER_THE_STEP = """
 import asyncio, os, sys, threading
 import tinystore
 
-path, witness, kind, moment = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+target, witness, kind, moment = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 
 def note(what):
     with open(witness, "a") as f:
@@ -36,7 +36,7 @@ def model(message_id):
         threading.Event().wait()  # killed here, before the answer was kept
     return {"reply_to": message_id, "text": "answered by pid %d" % os.getpid()}
 
-store = tinystore.open(path)
+store = tinystore.open(target)
 replies = store.queue("replies")
 
 if kind == "def":
@@ -62,14 +62,14 @@ def witnessed(witness: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["def", "async def"])
 def test_JOB_06_a_worker_killed_after_a_step_was_kept_hands_the_answer_to_the_next_attempt_and_fn_ran_once(
-        open_store: Callable[..., tinystore.Store], store_path: str, tmp_path: Path,
+        open_store: Callable[..., tinystore.Store], target: str, tmp_path: Path,
         child_env: dict[str, str], kind: str) -> None:
     witness = str(tmp_path / "witness")
     first = open_store()
     first.queue("replies").add({"message_id": 41}, id="reply:41")
     first.close()
 
-    child = start_child(KILLED_AFTER_THE_STEP, store_path, witness, kind.split()[0], "after the step",
+    child = start_child(KILLED_AFTER_THE_STEP, target, witness, kind.split()[0], "after the step",
                         env=child_env)
     try:
         line = wait_for_line(child, "kept")
@@ -104,14 +104,14 @@ def test_JOB_06_a_worker_killed_after_a_step_was_kept_hands_the_answer_to_the_ne
 
 
 def test_JOB_06_a_worker_killed_while_fn_ran_kept_nothing_and_the_next_attempt_runs_the_step_again(
-        open_store: Callable[..., tinystore.Store], store_path: str, tmp_path: Path,
+        open_store: Callable[..., tinystore.Store], target: str, tmp_path: Path,
         child_env: dict[str, str]) -> None:
     witness = str(tmp_path / "witness")
     first = open_store()
     first.queue("replies").add({"message_id": 41}, id="reply:41")
     first.close()
 
-    child = start_child(KILLED_AFTER_THE_STEP, store_path, witness, "def", "in fn", env=child_env)
+    child = start_child(KILLED_AFTER_THE_STEP, target, witness, "def", "in fn", env=child_env)
     try:
         wait_for_line(child, "in fn")
     finally:
