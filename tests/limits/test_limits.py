@@ -1,8 +1,8 @@
 """LIM-01..03: concurrency and rate bound a queue and each of its groups, across every process.
 
 Two kinds of test. The first kind starts three worker processes
-(``limits_child.py``) on one store file; every handler run writes a witness
-row, in a SQLite file of its own, with its job, group, process, claim time,
+(``limits_child.py``) on one store; every handler run writes a witness
+record, in a file of its own, with its job, group, process, claim time,
 start and end. After the queue is drained and the workers are stopped, the
 test reads the witness and checks each bound:
 
@@ -36,8 +36,8 @@ from __future__ import annotations
 import collections
 import fcntl
 import os
+import json
 import signal
-import sqlite3
 import subprocess
 import threading
 from contextlib import contextmanager
@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 import pytest
 
+import kits
 import tinystore
 from helpers import start_child, stderr_of, wait_child, wait_for_line
 from tinystore.testing import FakeClock
@@ -91,24 +92,20 @@ def spans(runs: Iterable[Run]) -> list[tuple[float, float]]:
     return [(r.started, r.ended) for r in runs]
 
 
-# Three worker processes on one file
+# Three worker processes on one store
 
 class Lab:
-    """A store file, its worker processes, and the witness of their runs."""
+    """A store, its worker processes, and the witness of their runs."""
 
-    def __init__(self, tmp_path: Path, env: dict[str, str]):
-        self.store_path = str(tmp_path / "store.db")
-        self.witness_path = str(tmp_path / "witness.db")
+    def __init__(self, target: str, tmp_path: Path, env: dict[str, str]):
+        self.target = target
+        self.witness_path = str(tmp_path / "witness.jsonl")
         self.tmp_path = tmp_path
         self.env = env
         self.children: list[subprocess.Popen] = []
         self.gates: list[Any] = []
-        with sqlite3.connect(self.witness_path, isolation_level=None) as w:
-            w.execute("PRAGMA journal_mode = WAL")
-            w.execute("CREATE TABLE runs (id TEXT, grp TEXT, pid INTEGER, attempt INTEGER, key TEXT,"
-                      " claimed REAL, started REAL, ended REAL)")
-            w.execute("CREATE TABLE problems (what TEXT)")
-        self.store = tinystore.open(self.store_path)
+        Path(self.witness_path).touch()
+        self.store = tinystore.open(self.target)
 
     def queue(self, name: str, **options: Any) -> tinystore.Queue:
         # A long lease: no renewal moves a lease's expiry during a test, so it tells the claim time.
@@ -120,7 +117,7 @@ class Lab:
         procs = []
         try:
             for _ in range(processes):
-                proc = start_child(CHILD, self.store_path, self.witness_path, queue, str(workers), env=self.env)
+                proc = start_child(CHILD, self.target, self.witness_path, queue, str(workers), env=self.env)
                 self.children.append(proc)
                 procs.append(proc)
             for proc in procs:
@@ -164,14 +161,21 @@ class Lab:
             raise AssertionError(f"{queue.name} was not drained within {timeout:g}s: {self.store.stats()}; "
                                  f"problems: {self.problems()}")
 
+    def records(self) -> list[dict]:
+        """The witness: every record the children wrote (whole lines only), in the order written."""
+        return [json.loads(line) for line in Path(self.witness_path).read_text().split("\n")[:-1]]
+
     def runs(self) -> list[Run]:
-        with sqlite3.connect(self.witness_path) as w:
-            return [Run(*r) for r in w.execute("SELECT id, grp, pid, attempt, key, claimed, started, ended"
-                                               " FROM runs ORDER BY started")]
+        """One per handler run that started, by start time; ``ended`` is None where it never ended."""
+        records = self.records()
+        ended = {(r["id"], r["attempt"], r["pid"]): r["ended"] for r in records if r.get("phase") == "end"}
+        starts = [r for r in records if r.get("phase") == "start"]
+        return sorted((Run(r["id"], r["grp"], r["pid"], r["attempt"], r["key"], r["claimed"], r["started"],
+                           ended.get((r["id"], r["attempt"], r["pid"]))) for r in starts),
+                      key=lambda run: run.started)
 
     def problems(self) -> list[str]:
-        with sqlite3.connect(self.witness_path) as w:
-            return [p for (p,) in w.execute("SELECT what FROM problems")]
+        return [r["problem"] for r in self.records() if "problem" in r]
 
     def every_job_ran_once(self, queue: tinystore.Queue, ids: list[str]) -> list[Run]:
         """The witness holds one finished run of each job and no other; the queue holds nothing more."""
@@ -194,8 +198,8 @@ class Lab:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, child_env: dict[str, str]) -> Iterator[Lab]:
-    lab = Lab(tmp_path, child_env)
+def lab(target: str, tmp_path: Path, child_env: dict[str, str]) -> Iterator[Lab]:
+    lab = Lab(target, tmp_path, child_env)
     yield lab
     lab.close()
 
@@ -493,7 +497,7 @@ def test_LIM_02_changing_group_concurrency_takes_effect_at_once_in_every_process
         assert not handlers.started["g:2"].is_set()
         store.queue("q", group_concurrency=2)  # this process
         assert handlers.started["g:2"].wait(10)
-        other = open_store(clock=clock)  # another open of the file, as another process: the same options
+        other = open_store(clock=clock)  # another open of the store, as another process: the same options
         other.queue("q", group_concurrency=4)
         assert handlers.started["g:3"].wait(10) and handlers.started["g:4"].wait(10)
         other.queue("q", group_concurrency=1)
@@ -541,13 +545,13 @@ def test_LIM_01_jobs_start_in_order_within_what_the_limits_allow(store: tinystor
 
 
 def test_LIM_01_a_worker_at_a_limit_looks_again_when_room_can_come_not_at_once(
-        store: tinystore.Store, clock: FakeClock) -> None:
+        store: tinystore.Store, clock: FakeClock, kit: kits.Kit) -> None:
     """A claim cycle that found no room must not ask to be run again at once (a busy loop of
     write transactions); it waits for a commit (a lease ends), a lease expiry or a window sliding."""
-    backend, now = store._backend, clock.now()
+    now = clock.now()
 
-    def cycle(queue: tinystore.Queue, want: int) -> Any:
-        return backend.cycle(queue.name, queue.options, store._owner, [], want, now).result()
+    def cycle(queue: tinystore.Queue, want: int) -> kits.ClaimCycle:
+        return kit.claim_cycle(store, queue, want, now)
 
     full = store.queue("full", concurrency=1, lease="30s")
     full.add_many([{}, {}, {}])
@@ -573,44 +577,35 @@ def test_LIM_01_a_worker_at_a_limit_looks_again_when_room_can_come_not_at_once(
 
 # The cost of a claim
 
-def claim_cost(path: str, clock: FakeClock, behind_hot: int, full_groups: int, rate: bool) -> int:
-    """SQLite VM steps of one claim cycle that takes 10 jobs of 10 groups with room, while one hot group
-    (full, or out of its rate) holds ``behind_hot`` waiting jobs and ``full_groups`` more groups are full."""
-    store = tinystore.open(path, clock=clock, durability="off")
+def claim_cost(kit: kits.Kit, target: str, clock: FakeClock, behind_hot: int, full_groups: int, rate: bool) -> int:
+    """The work (``kit.writer_work``: on SQLite, VM steps) of one claim cycle that takes 10 jobs of 10 groups
+    with room, while one hot group (full, or out of its rate) holds ``behind_hot`` waiting jobs and
+    ``full_groups`` more groups are full."""
+    store = tinystore.open(target, clock=clock, durability="off")
     try:
         options = {"group_rate": (1, "1h")} if rate else {"group_concurrency": 1}
         q = store.queue("q", lease="1h", **options)
-        backend, now = store._backend, clock.now()
+        now = clock.now()
 
-        def cycle(want: int) -> Any:
-            return backend.cycle("q", q.options, store._owner, [], want, now).result()
+        def cycle(want: int) -> kits.ClaimCycle:
+            return kit.claim_cycle(store, q, want, now)
 
         q.add_many([tinystore.Job({}, group="hot") for _ in range(behind_hot + 1)])
         q.add_many([tinystore.Job({}, group=f"full:{k}") for k in range(full_groups) for _ in range(2)])
         assert len(cycle(full_groups + 1).claimed) == full_groups + 1  # the hot group's head and one per group
         q.add_many([tinystore.Job({}, group=f"room:{k}") for k in range(10)])
-        steps = [0]
-
-        def tick() -> int:
-            steps[0] += 1
-            return 0
-
-        conn = backend._writer_conn()
-        conn.set_progress_handler(tick, 10)
-        try:
+        with kit.writer_work(store) as work:
             claimed = cycle(11).claimed  # one more than there is: the cycle also works out when to look again
-        finally:
-            conn.set_progress_handler(None, 10)
-        assert sorted(c.grp for c in claimed) == sorted(f"room:{k}" for k in range(10))
-        return steps[0] * 10
+        assert sorted(c.group for c in claimed) == sorted(f"room:{k}" for k in range(10))
+        return work[0]
     finally:
         store.close()
 
 
 @pytest.mark.parametrize("rate", [False, True], ids=["group_concurrency", "group_rate"])
 def test_LIM_02_a_claim_does_not_read_the_jobs_waiting_behind_full_groups(
-        tmp_path: Path, clock: FakeClock, rate: bool) -> None:
-    small = claim_cost(str(tmp_path / "small.db"), clock, behind_hot=10, full_groups=10, rate=rate)
-    big = claim_cost(str(tmp_path / "big.db"), clock, behind_hot=5_000, full_groups=500, rate=rate)
+        kit: kits.Kit, clock: FakeClock, rate: bool) -> None:
+    small = claim_cost(kit, kit.new_target("small"), clock, behind_hot=10, full_groups=10, rate=rate)
+    big = claim_cost(kit, kit.new_target("big"), clock, behind_hot=5_000, full_groups=500, rate=rate)
     # B-trees a level deeper may cost a little; reading 5,000 jobs or 500 groups would cost several times more.
     assert big < small * 1.5, (small, big)
