@@ -4,19 +4,20 @@ A job commits with the application's rows, survives every restart the file
 survives, and runs at least once. The package's modules:
 
 - ``_store``       open(), Store: queues, transactions, serving, operations
+- ``_context``     Context: what the modules below Store are handed (backend, clock, owner, notices)
 - ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
 - ``_worker``      claim cycles, handlers, timeouts, lease renewal, shutdown
 - ``_threads``     the threads that run ``def`` handlers for a worker
 - ``_run``         Run / AsyncRun: steps, run.transaction, progress, answers
 - ``_settle``      what an ended attempt does to its job (backoff, attempts)
 - ``_watch``       watchers, one reader per store
-- ``_notify``      hearing of commits, here and in other processes
+- ``_notify``      the backend's notices of commits, told to every worker and watcher
 - ``_outage``      background tasks riding out a store that cannot be written for a while
 - ``_jobstate``    JobState and Job
 - ``_options``, ``_durations``, ``_values``   checking what users give
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
 - ``_errors``      the error tree
-- ``backends/``    the storage interface and its SQLite implementation
+- ``backends/``    the backend interface (``_base``), the one place that picks a backend, and SQLite
 - ``cli/``         the ``tinystore`` command
 """
 
