@@ -11,7 +11,8 @@ from clitools import App
 
 
 def test_show_gives_a_failed_jobs_payload_error_with_traceback_and_kept_steps(app: App) -> None:
-    report = app.open().queue("report", attempts=1)
+    store = app.open()
+    report = store.queue("report", attempts=1)
 
     @report.work
     def build(payload: dict, run: tinystore.Run) -> None:
@@ -19,7 +20,7 @@ def test_show_gives_a_failed_jobs_payload_error_with_traceback_and_kept_steps(ap
         raise RuntimeError("the printer is on fire")
 
     report.add({"month": "2026-11"}, id="r1", group="acme")
-    report.store.run_until_idle()
+    store.run_until_idle()
 
     result = app.cli("show", app.db, "report", "r1", "--json")
     assert result.returncode == 0, result.stderr

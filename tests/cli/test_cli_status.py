@@ -10,7 +10,8 @@ from clitools import App
 
 def mail_queue(app: App) -> tinystore.Queue:
     """A queue with one job in each state: done, failed, two waiting, one scheduled."""
-    mail = app.open().queue("mail", attempts=1, dedupe="1h")
+    store = app.open()
+    mail = store.queue("mail", attempts=1, dedupe="1h")
 
     @mail.work
     def send(payload: dict, run: tinystore.Run) -> None:
@@ -19,7 +20,7 @@ def mail_queue(app: App) -> tinystore.Queue:
 
     mail.add({}, id="m1")
     mail.add({"fail": True}, id="m2")
-    mail.store.run_until_idle()
+    store.run_until_idle()
     mail.add({}, id="m3", group="g")
     mail.add({}, id="m4")
     mail.add({}, id="m5", delay="10m")

@@ -3,12 +3,19 @@
 ``open_backend`` is the one place that picks a backend from what the user
 gave ``tinystore.open``: a file path is a SQLite store (``sqlite/``); a
 ``postgresql://`` URL is refused until that backend exists.
+
+For an operator's commands (``tinystore status FILE``...), which never make
+a store of what they are given: ``open_existing`` opens a store that exists
+already, for reading only where asked (it then writes nothing to it), and
+``check`` says whether a store is damaged (a ``CheckReport``). They pick the
+backend from the target as ``open_backend`` does.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional
 
 from .._errors import Error, InvalidArgument
 from ._base import Backend
@@ -37,3 +44,79 @@ def _path(target: Any) -> str:
     if not isinstance(path, str) or not path or "\0" in path:
         raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
     return path
+
+
+# An operator's commands: a store that exists already
+
+OPEN_DURABILITY = "full"  # tinystore.open's defaults, for a command that writes
+OPEN_LOCK_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class UnreadableJob:
+    """A job whose id or payload cannot be read as the store keeps it, and why."""
+
+    seq: int
+    queue: str
+    id: str
+    why: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a check of a store found.
+
+    ``method`` names the check that ran (SQLite's ``integrity_check`` or
+    ``quick_check``); ``pages`` and ``jobs`` are how many it read, or None
+    where it could not; ``problems`` are what the database's own check said;
+    ``advice``, where it is not ``ok``, says what to do.
+    """
+
+    location: str
+    method: str
+    ok: bool
+    pages: Optional[int]
+    jobs: Optional[int]
+    problems: list[str]
+    unreadable_jobs: list[UnreadableJob]
+    advice: Optional[str]
+
+
+def open_existing(target: "str | os.PathLike[str]", read_only: bool = False) -> Backend:
+    """The backend of the store at ``target``, which must exist already: never makes one.
+
+    A missing file, a directory, a file that is not a SQLite database or one
+    without tinystore's tables is refused with ``InvalidArgument``, before
+    anything writes to it; damage met meanwhile is ``StoreCorrupt``.
+    ``read_only``: the backend registers nothing and writes nothing (its
+    writes raise ``Error``), so it reads a store this process may not write;
+    a store of an earlier version's tables is opened writable all the same,
+    as its tables must be migrated first. Else it is opened as
+    ``tinystore.open`` opens it, with its defaults.
+    """
+    path = _existing_path(target)
+    from .sqlite import _files, _readonly
+    _files.check_store(path)
+    if read_only:
+        backend = _readonly.open_read_only(path)
+        if backend is not None:
+            return backend
+    return open_backend(path, durability=OPEN_DURABILITY, lock_timeout=OPEN_LOCK_TIMEOUT)
+
+
+def check(target: "str | os.PathLike[str]", *, quick: bool = False, limit: int = 100) -> CheckReport:
+    """Read every page of the store at ``target`` and each of its jobs, writing nothing: what was found.
+
+    ``quick``: a faster check that does not compare every index with its
+    table; ``limit``: at most this many problems are read from the database's
+    own check. A target that is not an existing store is ``InvalidArgument``.
+    """
+    path = _existing_path(target)
+    from .sqlite import _check
+    return _check.check(path, quick=quick, limit=limit)
+
+
+def _existing_path(target: Any) -> str:
+    if isinstance(target, str) and target.startswith(URL_SCHEMES):
+        raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
+    return _path(target)

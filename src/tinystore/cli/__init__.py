@@ -9,8 +9,12 @@
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
 - ``check``     read every page of a store file and say whether it is damaged
-- ``_common``   opening a store file, output for people or ``--json``, progress
-- ``_readonly`` reading a store without writing to it
+- ``_common``   opening a store (read-only for the commands that only read), output for people or
+  ``--json``, progress
+
+The command knows no database: it opens stores through ``tinystore.backends``
+(``open_existing``, ``check``) and uses the public API; every error of the
+store reaches it as a ``tinystore.Error``.
 
 Exit status: 0 done; 1 the job was not in a state the command acts on (for
 ``check``: the file is damaged); 2 bad input (no such file, not a store, no
@@ -23,12 +27,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from typing import Optional, Sequence
 
 import tinystore
-from tinystore.backends.sqlite._damage import damaged, is_damage
 
 from . import add, cancel, check, jobs, maintain, retry, show, status, worker
 from ._common import CommandError
@@ -69,12 +71,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except BrokenPipeError:  # stdout's reader left (| head): nothing more to say, and nowhere to say it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except sqlite3.DatabaseError as exc:
-        if is_damage(exc):  # met while reading or writing a store that opened: StoreCorrupt, as from open
-            file = getattr(args, "file", None)
-            return _fail(str(damaged(os.path.abspath(file) if file else "FILE", exc)), 2)
-        return _fail(f"{type(exc).__name__}: {exc}", 1)
-    except (OSError, sqlite3.Error) as exc:
+    except OSError as exc:
         return _fail(f"{type(exc).__name__}: {exc}", 1)
     except KeyboardInterrupt:
         return 130

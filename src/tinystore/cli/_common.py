@@ -1,28 +1,21 @@
-"""What the commands share: opening a store file for operations, output for people or scripts, progress.
+"""What the commands share: opening a store for operations, output for people or scripts, progress.
 
-An operations command never creates a file and never turns a file into a
-store: it checks, read-only, that the file exists, is a SQLite database and
-holds tinystore's tables before ``tinystore.open`` touches it. The commands
-that only read open it read-only (``_readonly``), so they work on a store
-this process may not write, and write nothing to it.
+An operations command never creates a store and never turns a file into
+one: ``tinystore.backends.open_existing`` refuses, before anything writes to
+it, what is not a store already. The commands that only read open it
+read-only, so they work on a store this process may not write, and write
+nothing to it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import sys
 from datetime import datetime, timezone
 from typing import Any, Iterable, Optional, Sequence
 
 import tinystore
-from tinystore import JobState, Queue, Store
-from tinystore.backends.sqlite._damage import damaged, is_damage
-
-from ._readonly import connect_read_only, open_read_only
-
-SQLITE_HEADER = b"SQLite format 3\x00"
+from tinystore import JobState, Queue, Store, backends
 
 
 class CommandError(Exception):
@@ -52,44 +45,11 @@ def add_job_arguments(parser: Any) -> None:
 # Opening
 
 def open_store(path: str, read_only: bool = False) -> Store:
-    """Open an existing store file for an operation; refuse anything else before writing a byte.
+    """Open an existing store for an operation; refuse anything else before writing a byte.
 
-    ``read_only``: for a command that only reads; nothing is written to the file.
+    ``read_only``: for a command that only reads; nothing is written to the store.
     """
-    check_sqlite_file(path, "a tinystore store")
-    if not _has_tinystore_tables(path):
-        raise CommandError(f"{path} is not a tinystore store: it has no tinystore tables")
-    return open_read_only(path) if read_only else tinystore.open(path)
-
-
-def check_sqlite_file(path: str, what: str) -> None:
-    """Refuse a path that is not an existing, readable file that begins as a SQLite database does."""
-    if not os.path.exists(path):
-        raise CommandError(f"no such file: {path}")
-    if os.path.isdir(path):
-        raise CommandError(f"{path} is a directory, not a store file")
-    try:
-        with open(path, "rb") as f:
-            header = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
-    if header != SQLITE_HEADER:
-        raise CommandError(f"{path} is not {what}: it is not a SQLite database")
-
-
-def _has_tinystore_tables(path: str) -> bool:
-    try:
-        conn = connect_read_only(path)
-        try:
-            row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table'"
-                               " AND name = 'tinystore_migrations'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        if is_damage(exc):
-            raise damaged(os.path.abspath(path), exc) from None
-        raise CommandError(f"{path} is damaged or not a SQLite database: {exc}") from None
-    return row is not None
+    return Store(backends.open_existing(path, read_only=read_only), tinystore.Clock())
 
 
 def open_queue(store: Store, name: str) -> Queue:
@@ -97,7 +57,7 @@ def open_queue(store: Store, name: str) -> Queue:
     names = store.queues()
     if name not in names:
         known = ", ".join(names) if names else "none"
-        raise CommandError(f"no queue named {name!r} in {store.path} (its queues: {known})")
+        raise CommandError(f"no queue named {name!r} in {store.location} (its queues: {known})")
     return store.queue(name)
 
 

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from tinystore import Queue, Store
+from tinystore.backends._base import JobDetail
 
-from ._common import add_job_arguments, age, get_job, job_json, open_queue, open_store, print_json
+from ._common import CommandError, add_job_arguments, age, job_json, open_queue, open_store, print_json
 
 NAME = "show"
 HELP = "one job: payload, attempts, error and traceback, steps, lease holder"
@@ -21,8 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with open_store(args.file, read_only=True) as store:
         queue = open_queue(store, args.queue)
-        data = job_json(get_job(queue, args.id), ahead=True)
-        data.update(_detail(store, queue, args.id))
+        found = queue.detail(args.id)
+        if found is None:
+            raise CommandError(f"no job {args.id!r} in queue {queue.name!r}")
+        job, detail = found
+        data = job_json(job, ahead=True)
+        data.update(_detail(detail))
         now = store.clock.now()
     if args.json:
         print_json(data)
@@ -31,18 +35,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _detail(store: Store, queue: Queue, id: str) -> dict[str, Any]:
-    """The steps kept under the job and its lease holder, read from the backend."""
-    row = store._backend.get(queue.name, id)
-    if row is None:  # gone between the two reads
-        return {"steps": [], "lease": None}
-    detail = store._backend.job_detail(row.seq)
-    steps = [{"name": name, "attempt": attempt, "answer": json.loads(answer)}
-             for name, attempt, answer in detail["steps"]]
+def _detail(detail: JobDetail) -> dict[str, Any]:
+    """The steps kept under the job (their answers decoded from JSON text) and its lease holder."""
+    steps = [{"name": s.name, "attempt": s.attempt, "answer": json.loads(s.answer)} for s in detail.steps]
     lease = None
-    if detail["lease"] is not None:
-        attempt, expires, pid, host = detail["lease"]
-        lease = {"attempt": attempt, "expires": expires, "pid": pid, "host": host}
+    if detail.lease is not None:
+        held = detail.lease
+        lease = {"attempt": held.attempt, "expires": held.expires, "pid": held.pid, "host": held.host}
     return {"steps": steps, "lease": lease}
 
 

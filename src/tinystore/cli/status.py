@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with open_store(args.file, read_only=True) as store:
         stats = store.stats()
-        path = store.path
+        path = store.location
     if args.json:
         print_json({"store": path, "queues": stats})
         return 0

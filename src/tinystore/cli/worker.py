@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         served = [q.name for q in store._served(queues)]
         if not served:
             raise CommandError(f"{args.target} has no queue with a handler: register one with @queue.work")
-        log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.path, ", ".join(served),
+        log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.location, ", ".join(served),
                  grace, extra={"queues": served})
         try:
             store.serve(workers=args.workers, queues=served, grace=grace)
