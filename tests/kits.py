@@ -278,7 +278,7 @@ class SQLiteKit(Kit):
     # tinystore internals
 
     def claim_cycle(self, store: tinystore.Store, queue: tinystore.Queue, want: int, now: float) -> ClaimCycle:
-        cycle = store._backend.cycle(queue.name, queue.options, store._owner, [], want, now).result()
+        cycle = store._backend.cycle(queue.name, store._ctx.owner, [], want, now).result()
         return ClaimCycle([ClaimedJob(c.id, c.grp) for c in cycle.claimed], cycle.wake_at)
 
     @contextmanager
@@ -289,7 +289,7 @@ class SQLiteKit(Kit):
             work[0] += 10
             return 0
 
-        conn = store._backend._writer_conn()
+        conn = store._backend._writer._conn
         conn.set_progress_handler(tick, 10)
         try:
             yield work

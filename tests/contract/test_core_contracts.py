@@ -242,7 +242,8 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
         kill_and_wait(proc)
     assert [jobs.get(f"job-{n}").state for n in range(3)] == ["running"] * 3  # nothing ended them yet
 
-    after = open_store(clock=clock).queue("jobs")
+    reopened = open_store(clock=clock)
+    after = reopened.queue("jobs")
     assert clock.now() == T, "time did not move: the leases (30 s) have not run out"
     for n in range(3):
         job = after.get(f"job-{n}")
@@ -252,7 +253,7 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
 
     ran = []
     after.work(lambda payload, run: ran.append((run.id, run.attempt)))
-    run_until_idle(after.store)
+    run_until_idle(reopened)
     assert sorted(ran) == [("job-0", 2), ("job-1", 2), ("job-2", 2)]
     assert [after.get(f"job-{n}") for n in range(3)] == [None] * 3  # done
 
@@ -507,10 +508,11 @@ def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_le
     finally:
         kill_and_wait(proc)
 
-    after = open_store(clock=clock).queue("jobs")  # ends the dead process's leases
+    reopened = open_store(clock=clock)  # ends the dead process's leases
+    after = reopened.queue("jobs")
     states = {id: (after.get(id).state, after.get(id).attempt) for id in ("job-0", "job-1", "job-2")}
     assert states == {"job-0": ("failed", 2), "job-1": ("failed", 2), "job-2": ("waiting", 1)}
-    stats = after.store.stats()["jobs"]
+    stats = reopened.stats()["jobs"]
     assert (stats["failed"], stats["waiting"]) == (2, 1)
     assert stats["failed_last_minute"] == 2, "a job that failed for good as its process died is a failure"
     assert (stats["started_last_minute"], stats["done_last_minute"]) == (5, 0)
