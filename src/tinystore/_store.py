@@ -22,13 +22,11 @@ from ._transaction import Transaction
 from ._values import check_queue_name
 from ._watch import Watches
 from ._worker import Worker
-from .backends import open_backend
+from .backends import DURABILITY, LOCK_TIMEOUT, open_backend
 from .backends._base import Backend
 
 log = logging.getLogger("tinystore.store")
 
-DURABILITY = ("full", "normal", "off")
-LOCK_TIMEOUT = 30.0
 MAINTAIN_EVERY = 60.0
 
 

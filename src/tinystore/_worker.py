@@ -441,6 +441,12 @@ class Worker:
                 pass
         return changed
 
+    async def _subscribe(self) -> Callable[[Notice], None]:
+        """Hear the store's notices from now on (in a thread: the first subscription starts hearing)."""
+        listener, on_failure = self._listen(), self._on_failure()
+        await asyncio.get_running_loop().run_in_executor(None, self.ctx.notices.subscribe, listener, on_failure)
+        return listener
+
     def _on_failure(self) -> Callable[[CannotGoOn], None]:
         loop = asyncio.get_running_loop()
 
@@ -598,7 +604,7 @@ class Worker:
 
         Raises why, when a task could not go on (see ``fail``).
         """
-        self.ctx.notices.subscribe(listener := self._listen(), self._on_failure())
+        listener = await self._subscribe()
         background = [asyncio.ensure_future(self._renew()), asyncio.ensure_future(self._end_dead())]
         if self.maintain_every is not None:
             background.append(asyncio.ensure_future(self._maintain(self.maintain_every)))
@@ -637,7 +643,7 @@ class Worker:
 
     async def run_until_idle(self) -> None:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
-        self.ctx.notices.subscribe(listener := self._listen(), self._on_failure())
+        listener = await self._subscribe()
         renewer = asyncio.ensure_future(self._renew())  # a long handler keeps its lease here too
         renewer.add_done_callback(self._supervise)
         try:

@@ -21,6 +21,8 @@ from .._errors import Error, InvalidArgument
 from ._base import Backend
 
 URL_SCHEMES = ("postgresql://", "postgres://")
+DURABILITY = ("full", "normal", "off")  # what tinystore.open(durability=) takes; "full" unless given
+LOCK_TIMEOUT = 30.0  # seconds a write waits for another process's write lock, unless open says otherwise
 
 
 def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float) -> Backend:
@@ -47,10 +49,6 @@ def _path(target: Any) -> str:
 
 
 # An operator's commands: a store that exists already
-
-OPEN_DURABILITY = "full"  # tinystore.open's defaults, for a command that writes
-OPEN_LOCK_TIMEOUT = 30.0
-
 
 @dataclass(frozen=True)
 class UnreadableJob:
@@ -101,7 +99,7 @@ def open_existing(target: "str | os.PathLike[str]", read_only: bool = False) -> 
         backend = _readonly.open_read_only(path)
         if backend is not None:
             return backend
-    return open_backend(path, durability=OPEN_DURABILITY, lock_timeout=OPEN_LOCK_TIMEOUT)
+    return open_backend(path, durability="full", lock_timeout=LOCK_TIMEOUT)
 
 
 def check(target: "str | os.PathLike[str]", *, quick: bool = False, limit: int = 100) -> CheckReport:

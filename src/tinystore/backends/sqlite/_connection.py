@@ -13,13 +13,13 @@ from typing import Optional
 from urllib.parse import quote
 
 from ._damage import damaged
+from .. import LOCK_TIMEOUT
 from ..._errors import DiskError, DiskFull, Error, InvalidArgument, Locked, ReadOnly, StoreCorrupt
 
 log = logging.getLogger("tinystore.store")
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT = 5.0  # SQLite's own busy handler waits this long before we retry
-LOCK_TIMEOUT = 30.0  # how long a write waits for another process to give up the write lock (open's default)
 LOCK_WARNING = 5.0  # a wait this long for the write lock is logged, once per wait
 # The files beside a store that SQLite (WAL) and tinystore (the liveness locks, see _liveness) make.
 BESIDE = ("-wal", "-shm", "-tinystore.lock")
