@@ -30,8 +30,8 @@ def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_time
     if isinstance(target, str) and target.startswith(URL_SCHEMES):
         raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
     path = _path(target)
-    from .sqlite import SQLiteBackend  # imported here: a backend's driver loads only when it is used
     try:
+        from .sqlite import SQLiteBackend  # imported here: a backend's driver loads only when it is used
         return SQLiteBackend(path, durability, lock_timeout)
     except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
         where = f" ({exc.filename})" if exc.filename and exc.filename != os.path.abspath(path) else ""
