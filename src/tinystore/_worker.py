@@ -430,6 +430,8 @@ class Worker:
         loop = asyncio.get_running_loop()
 
         def changed(notice: Notice) -> None:
+            if not (notice.queues or notice.cancelled or notice.everything):
+                return  # a commit that gives no queue work (a watched job's change, another's claim)
             for seq in notice.cancelled:  # at once, from the thread that heard it: run.cancelled turns true now
                 for r in self.runners:
                     entry = r.running.get(seq)

@@ -4,10 +4,12 @@ The core (``Store``, ``Queue``, the worker, watches) knows jobs, payloads,
 options and decisions; a backend knows rows, JSON text and its database.
 Writes return a ``concurrent.futures.Future`` that resolves once the write is
 durable (committed), so that a sync caller waits on it and a worker's event
-loop awaits it without blocking: a write asked for from an event loop never
-runs on that loop's thread. Reads run on the caller's thread; the worker
-calls none from its loop (it asks for them in a thread, or gets what it needs
-from the result of a write).
+loop awaits it. A backend over a network runs no write on the caller's
+thread, so that the loop never waits for a round trip; the SQLite backend
+runs one there when its write lock is free, as a local commit costs less
+than handing it to another thread (see ``sqlite/_writer``). Reads run on the
+caller's thread; the worker calls none from its loop (it asks for them in a
+thread, or gets what it needs from the result of a write).
 
 Every error a backend meets in its own work leaves it as a ``tinystore``
 error (``_errors``) that names the store and, where given, the queue; the

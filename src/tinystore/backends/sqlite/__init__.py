@@ -19,10 +19,12 @@ import sqlite3
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, Callable, Iterator, Optional
 
 from ..._errors import Closed, Conflict, Error, InvalidArgument
 from ..._options import QueueOptions
+from ..._settle import Requeue
 from ..._transaction import Transaction
 from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
                      NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
@@ -312,7 +314,7 @@ class SQLiteBackend(Backend):
 
     def _options_in(self, queue: str, conn: Optional[sqlite3.Connection] = None) -> QueueOptions:
         row = (conn or self._writer_conn()).execute(Q.queue_options, (queue,)).fetchone()
-        return QueueOptions.from_json(json.loads(row[0])) if row else QueueOptions()
+        return _options(row[0]) if row else QueueOptions()
 
     def _writer_conn(self) -> sqlite3.Connection:
         return self._writer._conn
@@ -320,7 +322,7 @@ class SQLiteBackend(Backend):
     def load_options(self, queue: str) -> Optional[QueueOptions]:
         with self._about(queue), self._read() as conn:
             row = conn.execute(Q.queue_options, (queue,)).fetchone()
-        return QueueOptions.from_json(json.loads(row[0])) if row else None
+        return _options(row[0]) if row else None
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
         def op(conn: sqlite3.Connection) -> None:
@@ -447,7 +449,7 @@ class SQLiteBackend(Backend):
             opts = self._options_in(queue, conn)  # as kept: another process may have changed them
             stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
             expired = _leases.end_expired(conn, queue, opts, t)
-            if len(stale) < len(settlements) or expired:
+            if expired or _gives_work(settlements, stale, opts):
                 self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
             claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
             wake = None
@@ -555,6 +557,25 @@ class SQLiteBackend(Backend):
                                   conn.execute(Q.changes_prune),
                                   conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
         return removed
+
+
+def _gives_work(settlements: list[Settlement], stale: list[Settlement], opts: QueueOptions) -> bool:
+    """Whether applying these settlements may let another process claim: a job waits again, or, where
+    the queue limits how many run at once, a place was freed. A job done or failed under no such limit
+    gives nobody work, and tells nobody."""
+    applied = len(settlements) - len(stale)
+    if not applied:
+        return False
+    if opts.concurrency is not None or opts.group_concurrency is not None:
+        return True
+    kept = {id(s) for s in stale}
+    return any(isinstance(s.decision, Requeue) for s in settlements if id(s) not in kept)
+
+
+@lru_cache(maxsize=1024)
+def _options(text: str) -> QueueOptions:
+    """Options as kept (JSON text), parsed once per text: every claim cycle reads them."""
+    return QueueOptions.from_json(json.loads(text))
 
 
 def _statements(script: str) -> list[str]:
