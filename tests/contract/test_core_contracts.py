@@ -258,6 +258,41 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     assert [after.get(f"job-{n}") for n in range(3)] == [None] * 3  # done
 
 
+def test_DUR_03_a_serving_worker_ends_the_leases_of_a_process_killed_meanwhile_with_no_open_and_runs_its_jobs(
+        target, open_store, clock):
+    store = open_store(clock=clock)
+    jobs = store.queue("jobs", lease="1h", attempts=5)  # the leases cannot run out in this test
+    for n in range(2):
+        jobs.add({"n": n}, id=f"job-{n}")
+    proc = start_child(child_store(target) + CLAIM_AND_HANG, "2")
+    try:
+        wait_for_line(proc, "claimed job-0 job-1", timeout=WAIT)
+    except BaseException:
+        kill_and_wait(proc)
+        raise
+
+    ran: list[tuple[str, int]] = []
+    both = threading.Event()
+
+    @jobs.work
+    def handle(payload: Any, run: tinystore.Run) -> None:
+        ran.append((run.id, run.attempt))
+        if len(ran) == 2:
+            both.set()
+
+    store.start()
+    try:
+        kill_and_wait(proc)  # while this worker serves: no open follows
+        began = clock.now()
+        while not both.wait(0.05):  # the store's clock moves on; the worker looks for the dead every 2 s
+            assert clock.now() - began < 600, "the worker never ended the dead process's leases"
+            clock.advance("2s")
+    finally:
+        store.stop()
+    assert sorted(ran) == [("job-0", 2), ("job-1", 2)]  # the dead attempts stay counted
+    assert clock.now() - began < 3600, "the leases ran out instead of ending"
+
+
 def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s")
