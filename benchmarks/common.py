@@ -286,10 +286,13 @@ class Tally:
 
     SLOTS = 8
 
+    @classmethod
+    def create(cls, path: str) -> None:
+        """Make the file, every slot at zero: once, by the parent, before any process counts in it."""
+        with open(path, "wb") as f:
+            f.write(bytes(8 * cls.SLOTS))
+
     def __init__(self, path: str, slot: int = 0):
-        if not os.path.exists(path) or os.path.getsize(path) < 8 * self.SLOTS:
-            with open(path, "wb") as f:
-                f.write(bytes(8 * self.SLOTS))
         self._file = open(path, "r+b")
         self._map = mmap.mmap(self._file.fileno(), 8 * self.SLOTS)
         self._counts = memoryview(self._map).cast("q")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from common import (QUEUE, Context, Row, best_of, copy_store, count_rows, fill, finish, ratio, read_json, read_line,
+from common import (QUEUE, Context, Row, Tally, best_of, copy_store, count_rows, fill, finish, ratio, read_json, read_line,
                     remove_store, say, start_child)
 
 TITLE = "drain"
@@ -43,6 +43,7 @@ def drain(path: str, durability: str, handler: str = "async", processes: int = 1
     """Run ``processes`` workers over the store at ``path`` until it is empty; what they measured."""
     jobs = count_rows(path, DUE, (QUEUE, time.time()))
     tally = path + "-tally"
+    Tally.create(tally)  # before the children start: none of them truncates it under another's map
     children = [start_child("drain", path, "--durability", durability, "--handler", handler, "--steps", str(steps),
                             "--tally", tally, "--slot", str(slot), "--expect", str(jobs))
                 for slot in range(processes)]
