@@ -41,8 +41,12 @@ KEPT: Any = _Kept()
 
 
 def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None,
-         lock_timeout: Any = LOCK_TIMEOUT) -> "Store":
-    """Open the store in a SQLite file, creating the file and tinystore's tables where absent.
+         lock_timeout: Any = LOCK_TIMEOUT, schema: Optional[str] = None) -> "Store":
+    """Open the store in a SQLite file, or in a PostgreSQL database given by its URL
+    (``postgresql://user@host:5432/db``), creating the file and tinystore's tables where absent.
+
+    On PostgreSQL tinystore's tables are in their own schema: ``tinystore``,
+    or ``schema`` where given; the application's tables are never touched.
 
     ``durability="full"`` (the default) syncs every commit to the disk, so a
     power cut loses nothing that ``add`` returned; "normal" may lose the last
@@ -55,7 +59,8 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
     lock_timeout = parse_duration(lock_timeout, "lock_timeout")
     if durability not in DURABILITY:
         raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
-    return Store(open_backend(target, durability=durability, lock_timeout=lock_timeout), clock or Clock())
+    backend = open_backend(target, durability=durability, lock_timeout=lock_timeout, schema=schema)
+    return Store(backend, clock or Clock())
 
 
 class Store:

@@ -1,8 +1,8 @@
 """Backends: the databases a store can live in, behind one interface (``_base.Backend``).
 
 ``open_backend`` is the one place that picks a backend from what the user
-gave ``tinystore.open``: a file path is a SQLite store (``sqlite/``); a
-``postgresql://`` URL is refused until that backend exists.
+gave ``tinystore.open``: a file path is a SQLite store (``sqlite/``), a
+``postgresql://`` or ``postgres://`` URL a PostgreSQL one (``postgres/``).
 
 For an operator's commands (``tinystore status FILE``...), which never make
 a store of what they are given: ``open_existing`` opens a store that exists
@@ -14,6 +14,7 @@ backend from the target as ``open_backend`` does.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -22,13 +23,18 @@ from ._base import Backend
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 DURABILITY = ("full", "normal", "off")  # what tinystore.open(durability=) takes; "full" unless given
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 LOCK_TIMEOUT = 30.0  # seconds a write waits for another process's write lock, unless open says otherwise
 
 
-def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float) -> Backend:
-    """The backend for ``target``: a SQLite file path (created where absent), or a database URL."""
+def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float,
+                 schema: Optional[str] = None) -> Backend:
+    """The backend for ``target``: a SQLite file path (created where absent), or a PostgreSQL URL
+    (``schema``: where tinystore's tables are, ``tinystore`` unless given)."""
     if isinstance(target, str) and target.startswith(URL_SCHEMES):
-        raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
+        return _postgres(target, durability, lock_timeout, schema)
+    if schema is not None:
+        raise InvalidArgument(f"schema={schema!r} is for a PostgreSQL URL; a SQLite store is one file")
     path = _path(target)
     try:
         from .sqlite import SQLiteBackend  # imported here: a backend's driver loads only when it is used
@@ -36,6 +42,18 @@ def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_time
     except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
         where = f" ({exc.filename})" if exc.filename and exc.filename != os.path.abspath(path) else ""
         raise Error(f"cannot open the store {os.path.abspath(path)}: {exc.strerror or exc}{where}") from exc
+
+
+def _postgres(url: str, durability: str, lock_timeout: float, schema: Optional[str]) -> Backend:
+    schema = "tinystore" if schema is None else schema
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(f"schema={schema!r} must match [a-z_][a-z0-9_]{{0,62}}")
+    try:
+        from .postgres import PostgresBackend  # imported here: psycopg loads only for a PostgreSQL store
+    except ImportError as exc:
+        raise Error(f"a PostgreSQL store needs psycopg 3 and its pool: pip install \"tinystore[postgres]\" "
+                    f"({exc})") from exc
+    return PostgresBackend(url, schema, durability, lock_timeout)
 
 
 def _path(target: Any) -> str:
