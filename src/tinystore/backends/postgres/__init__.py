@@ -1,0 +1,636 @@
+"""The PostgreSQL backend: the same store in a schema of a PostgreSQL database.
+
+Files: ``_connection`` (connections, session settings, errors as
+tinystore's), ``_writer`` (group commit on one connection and thread, the
+queues' advisory locks, notices), ``_keeper`` (the connection a process
+keeps: its liveness lock, LISTEN), ``_jobs``, ``_claim``, ``_groups``,
+``_leases`` (ports of SQLite's, on the same tables), ``_sql`` (loads
+``queries.sql`` and the migrations for one schema).
+
+Connections of one store, per process: the writer's (every write of
+tinystore's own), the keeper's (liveness lock and LISTEN), and a small pool
+of readers (reads in autocommit; ``store.transaction()`` holds one for its
+block on the thread that opened it).
+
+Durability (``tinystore.open(durability=)``): "full" commits with
+``synchronous_commit = on`` (the server has the commit on disk, and on its
+synchronous standbys where configured, before ``add`` returns); "normal" and
+"off" with ``synchronous_commit = off``: a crash of the server may lose the
+last commits (a fraction of a second of them), and never corrupts the
+database. ``lock_timeout`` is the session's ``lock_timeout``: how long a
+write waits for a queue's lock (or a row's) held by another transaction
+before ``Locked``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import weakref
+from concurrent.futures import Future
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, Callable, Iterator, Optional
+
+import psycopg
+from psycopg import pq
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..._errors import Closed, Conflict, Error, InvalidArgument, Unavailable
+from ..._options import QueueOptions
+from ..._settle import Requeue
+from ..._transaction import Transaction
+from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
+                     NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
+from . import _claim, _groups, _jobs, _leases, _sql
+from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
+from ._keeper import Keeper
+from ._writer import Writer
+
+DURABILITY = ("full", "normal", "off")
+LOCK_TIMEOUT = 30.0
+POOL_MAX = 16  # reader connections per store and process, at most
+ADD_UNKNOWN = ("the connection was lost while the add committed: the jobs may or may not have been added; "
+               "with ids, adding them again is safe (an id adds once)")
+COMMIT_UNKNOWN = "the connection was lost during COMMIT: the transaction may or may not have been committed"
+log = logging.getLogger("tinystore.store")
+
+
+class PostgresBackend(Backend):
+    def __init__(self, url: str, schema: str = "tinystore", durability: str = "full",
+                 lock_timeout: float = LOCK_TIMEOUT):
+        if durability not in DURABILITY:
+            raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
+        self._where = Where(url, schema)
+        self.location = self._where.location
+        self.q = _sql.schema(schema)
+        self._durability = durability
+        self._lock_timeout = lock_timeout
+        self._pid = os.getpid()
+        self._owner: Optional[int] = None
+        self._keeper: Optional[Keeper] = None
+        self._closed = False
+        self._on_notice: NoticeListener = lambda notice: None
+        self._local = threading.local()
+        self._adopted: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+        conn = connect(self._where, durability, lock_timeout, opening=True)
+        try:
+            self._migrate(conn)
+        except psycopg.Error as exc:
+            conn.close()
+            error = translated(exc, self._where)
+            raise Error(f"cannot open the store in {self._where.server()}, schema {schema!r}: {error}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._server = self._identity(conn)
+        self._writer = Writer(self._writer_connection, self._where, lambda notice: self._on_notice(notice),
+                              PgConn(conn, self.q))
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=POOL_MAX, open=True, name=f"tinystore-{schema}",
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            configure=lambda c: configure(c, durability, lock_timeout),
+            check=ConnectionPool.check_connection, timeout=max(1.0, min(lock_timeout, 30.0)))
+
+    # Lifecycle
+
+    def _migrate(self, conn: psycopg.Connection) -> None:
+        """Numbered migrations, each applied once, under a transaction-level advisory lock of the schema
+        so that processes opening it at once do not race (CREATE SCHEMA IF NOT EXISTS alone may)."""
+        q = self.q
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (q.live_key,))
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q.quoted}")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {q.quoted}.migrations"
+                         " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            done = {v for (v,) in conn.execute(f"SELECT version FROM {q.quoted}.migrations")}
+            for version, script in q.migrations():
+                if version not in done:
+                    conn.execute(script)
+                    conn.execute(f"INSERT INTO {q.quoted}.migrations (version) VALUES (%s)", (version,))
+
+    @staticmethod
+    def _identity(conn: psycopg.Connection) -> tuple:
+        """Which server and database a connection is to (the postmaster's start time tells servers apart)."""
+        return tuple(conn.execute("SELECT current_database(), pg_postmaster_start_time()").fetchone())
+
+    def _raw_connection(self) -> psycopg.Connection:
+        return connect(self._where, self._durability, self._lock_timeout)
+
+    def _writer_connection(self) -> PgConn:
+        return PgConn(self._raw_connection(), self.q)
+
+    def register(self, now: float) -> int:
+        self._usable()
+        q = self.q
+        owner = self.submit(lambda conn: conn.one(q.process_next_id)[0]).result()
+        row = (owner, os.getpid(), socket.gethostname(), now, now)
+        try:
+            # The lock is held before the row is visible: no process can find this one dead meanwhile.
+            self._keeper = Keeper(self._raw_connection, q, self._where, owner, row)
+        except psycopg.Error as exc:
+            raise_translated(exc, self._where)
+        self.submit(lambda conn: conn.execute(q.process_insert, row)).result()
+        self._owner = self._writer.owner = owner
+        self.end_dead(now)
+        return owner
+
+    def end_dead(self, now: float) -> int:
+        """End the leases of registered processes whose liveness lock no session holds (DUR-03).
+
+        A read finds them (``pg_locks``); one write transaction then confirms
+        each with ``pg_try_advisory_xact_lock`` (held until it commits, so that
+        a process coming back meanwhile re-registers only after its leases and
+        registration were ended), ends its leases as ``_leases.end_owner``
+        does, removes its registration and watches, and notifies its queues.
+        It also updates this process's ``seen``: a heartbeat. A machine that
+        vanished is noticed once the server drops its connection.
+        """
+        self._usable()
+        q = self.q
+        own = self._owner
+        with self._read() as conn:
+            dead = [i for (i,) in conn.all(q.processes_unlocked, {"own": own if own is not None else -1,
+                                                                   "key": q.live_key})]
+            queues = [name for (name,) in conn.all(q.owner_queues, (dead,))] if dead else []
+
+        def op(conn: PgConn) -> int:
+            if own is not None:
+                conn.execute(q.process_seen, (now, own))
+            found = 0
+            for other in dead:
+                if not conn.one("SELECT pg_try_advisory_xact_lock(%s, %s)", (q.live_key, other))[0]:
+                    continue  # alive: it took its lock again since the read
+                for queue in [name for (name,) in conn.all(q.owner_queues, ([other],))]:
+                    self._writer.lock(conn, queue)  # a queue the read did not see (out of order: see _writer)
+                for queue in _leases.end_owner(conn, other, lambda name: self._options_in(name, conn), now):
+                    self._writer.notify(queue)  # their jobs wait again, and their places are free
+                conn.execute(q.watched_delete_owner, (other,))
+                conn.execute(q.process_delete, (other,))
+                found += 1
+            return found
+        if not dead and own is None:
+            return 0
+        return self.submit(op, queues=queues).result()
+
+    def forked(self) -> bool:
+        return os.getpid() != self._pid
+
+    def _usable(self) -> None:
+        if self.forked():
+            raise Error(f"the store {self.location!r} was opened by process {self._pid}, and this is a forked "
+                        f"child of it: open the store again in the child")
+        if self._closed:
+            raise Closed(f"the store {self.location!r} is closed")
+
+    def close(self) -> None:
+        if self.forked() or self._closed:
+            return  # a forked child's copy: the registration and connections are the parent's
+        q = self.q
+        owner = self._owner
+        if owner is not None:
+            def leave(conn: PgConn) -> None:
+                conn.execute(q.watched_delete_owner, (owner,))
+                conn.execute(q.process_delete, (owner,))
+            try:
+                self.submit(leave).result()  # before the lock goes: nobody finds this process dead meanwhile
+            except Error as exc:
+                log.debug("closing %s: %s", self.location, exc)
+            self._owner = None
+        self._closed = True
+        if self._keeper is not None:
+            self._keeper.close()
+            self._keeper = None
+        self._writer.close()
+        self._pool.close()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, queues: Any = (), work: Optional[str] = None,
+               source: Any = None, unknown: Optional[str] = None) -> Future:
+        if self.forked():
+            self._usable()
+        return self._writer.submit(fn, *args, queues=queues, work=work, source=source, unknown=unknown)
+
+    # Notices
+
+    def listen(self, on_notice: NoticeListener, on_error: FailureListener) -> None:
+        self._on_notice = on_notice
+        if self._keeper is not None:
+            self._keeper.listen(on_notice, on_error)  # type: ignore[arg-type]
+
+    # Reads
+
+    @contextmanager
+    def _read(self, snapshot: bool = False, queue: Optional[str] = None) -> Iterator[PgConn]:
+        """A connection for reads: this thread's store.transaction()'s, else a pooled one in autocommit
+        (``snapshot``: in one read-only repeatable-read transaction). tinystore's errors as its own."""
+        self._usable()
+        tx = getattr(self._local, "tx", None)
+        if tx is not None:  # inside this thread's store.transaction(): read what it wrote
+            yield tx
+            return
+        try:
+            with self._pool.connection() as raw:
+                conn = PgConn(raw, self.q)
+                if snapshot:
+                    raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    try:
+                        yield conn
+                    finally:
+                        if raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
+                            raw.execute("ROLLBACK")
+                else:
+                    yield conn
+        except PoolTimeout as exc:
+            raise Unavailable(f"no connection to {self._where.server()} could be had: {exc}", queue=queue) from None
+        except psycopg.Error as exc:
+            raise_translated(exc, self._where, queue)
+
+    def _options_in(self, queue: str, conn: PgConn) -> QueueOptions:
+        row = conn.one(self.q.queue_options, (queue,))
+        return _options(row[0]) if row else QueueOptions()
+
+    # Queues
+
+    def load_options(self, queue: str) -> Optional[QueueOptions]:
+        with self._read(queue=queue) as conn:
+            row = conn.one(self.q.queue_options, (queue,))
+        return _options(row[0]) if row else None
+
+    def save_options(self, queue: str, options: QueueOptions) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> None:
+            before = self._options_in(queue, conn)
+            conn.execute(q.queue_save, (queue, json.dumps(options.to_json())))
+            if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
+                _groups.refresh(conn, queue, options)
+        return self.submit(op, work=queue)
+
+    def queue_names(self) -> list[str]:
+        with self._read() as conn:
+            return [name for name, _ in conn.all(self.q.queue_names)]
+
+    # Jobs
+
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+        if tx is None:
+            return self.submit(_jobs.add, queue, jobs, now, work=queue, unknown=ADD_UNKNOWN)
+        self._usable()
+        conn = tx.connection if isinstance(tx.connection, PgConn) else PgConn(tx.connection, self.q)
+        raw = conn.raw
+        future: Future = Future()
+        try:
+            if raw.autocommit and raw.info.transaction_status == pq.TransactionStatus.IDLE:
+                with raw.transaction():  # an application connection in autocommit, outside a transaction
+                    added = self._add_in(conn, queue, jobs, now, tx)
+            else:
+                added = self._add_in(conn, queue, jobs, now, tx)
+        except psycopg.Error as exc:
+            raise_translated(exc, self._where, queue)
+        if tx.told is not None:
+            tx.told.add(queue)
+        future.set_result(added)
+        return future
+
+    def _add_in(self, conn: PgConn, queue: str, jobs: list[NewJob], now: float, tx: Transaction) -> list[Added]:
+        """An add in the application's transaction: it takes the queue's lock, held until that transaction
+        ends (see _writer), and its notice is sent when it commits."""
+        q = self.q
+        conn.execute(q.lock_queue, (q.queue_key, queue))
+        added = _jobs.add(conn, queue, jobs, now)
+        # Told by this process at its commit (store.transaction()), else heard by every process.
+        owner = self._owner if tx.told is not None else None
+        conn.execute(q.notify_one, (q.channel, json.dumps({"o": owner, "q": queue})))
+        return added
+
+    def get(self, queue: str, id: str) -> Optional[JobRow]:
+        with self._read(queue=queue) as conn:
+            row = conn.one(self.q.job_by_id, (queue, id))
+        return JobRow(*row) if row else None
+
+    def ahead(self, row: JobRow, now: float) -> int:
+        args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
+        with self._read(queue=row.queue) as conn:
+            return conn.one(self.q.ahead, args)[0]
+
+    def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
+        last = max(rows, key=lambda r: (r.at, r.seq))
+        args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": [r.seq for r in rows]}
+        with self._read(queue=queue) as conn:
+            return dict(conn.all(self.q.ahead_many, args))
+
+    def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
+             now: float) -> list[JobRow]:
+        with self._read(queue=queue) as conn:
+            rows = conn.all(self.q.jobs_page, {"queue": queue, "after": after or "", "grp": grp, "now": now,
+                                               "state": state, "limit": limit})
+        return [JobRow(*r) for r in rows]
+
+    def detail(self, seq: int) -> JobDetail:
+        with self._read(snapshot=True) as conn:
+            steps = [Step(*row) for row in conn.all(self.q.steps_of_job, (seq,))]
+            lease = conn.one(self.q.lease_of_job, (seq,))
+        return JobDetail(steps, Lease(*lease) if lease is not None else None)
+
+    def cancel(self, queue: str, id: str, now: float) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> Optional[JobRow]:
+            row = conn.one(q.job_by_id, (queue, id))
+            if row is None or row[5] not in ("queued", "running"):
+                return None
+            job = JobRow(*row)
+            conn.execute(q.lease_drop, (job.seq,))
+            _jobs.remove(conn, [job.seq])
+            conn.execute(q.cancelled_mark, (job.seq, now))
+            if job.grp is not None:
+                _groups.recompute(conn, queue, job.grp, self._options_in(queue, conn), now)
+            self._writer.notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
+            return job
+        return self.submit(op, work=queue)
+
+    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> bool:
+            row = conn.one(q.job_by_id, (queue, id))
+            if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
+                return False
+            conn.execute(q.job_retry_failed, (now, row[0]))
+            if row[4] is not None:
+                conn.execute(q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
+            return True
+        return self.submit(op, work=queue)
+
+    def stats(self, now: float) -> Stats:
+        q = self.q
+        with self._read(snapshot=True) as conn:
+            counts = [QueueCount(*row) for row in conn.all(q.stats, {"now": now})]
+            recent = [Recent(*row) for row in conn.all(q.recent_counts, (int(now // 60) - 1,))]
+            names = [name for name, _ in conn.all(q.queue_names)]
+        return Stats(names, counts, recent)
+
+    def maintain(self, now: float, batch: int = 500, progress: Optional[Callable[[int], None]] = None) -> int:
+        q = self.q
+
+        def op(conn: PgConn, queue: str) -> int:
+            seqs = [s for (s,) in conn.all(q.expired_jobs, (queue, now, batch))]
+            _jobs.remove(conn, seqs)
+            return len(seqs)
+        with self._read() as conn:
+            queues = [name for (name,) in conn.all(q.expired_queues, (now,))]
+        removed = 0
+        for queue in sorted(queues):
+            while True:  # one short transaction per batch: the queue's lock is never held long
+                count = self.submit(op, queue, queues=[queue]).result()
+                removed += count
+                if progress is not None:
+                    progress(removed)
+                if count < batch:
+                    break
+        if not queues and progress is not None:
+            progress(0)
+
+        def prune(conn: PgConn) -> None:
+            conn.execute(q.cancelled_prune, (now - 3600,))
+            conn.execute(q.changes_prune)
+            conn.execute(q.counts_prune, (int(now // 60) - 1440,))
+        self.submit(prune, queues=self.queue_names()).result()  # counts are written under their queues' locks
+        return removed
+
+    # Watching (JOB-13)
+
+    def watch_begin(self, owner: int, seq: int) -> Future:
+        return self.submit(lambda conn: conn.execute(self.q.watched_insert, (seq, owner)))
+
+    def watch_end(self, owner: int, seq: int) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> None:
+            conn.execute(q.watched_delete, (seq, owner))
+            conn.execute(q.changes_prune_job, {"job": seq})
+        return self.submit(op)
+
+    def watched(self, cursors: dict[int, int]) -> Watched:
+        q = self.q
+        with self._read(snapshot=True) as conn:  # one snapshot: each row is what its last change made it
+            rows = conn.all(q.jobs_by_seqs, (list(cursors),))
+            changes = [Change(*c) for c in conn.all(q.changes_since, (list(cursors), list(cursors.values())))]
+        return Watched({r[0]: JobRow(*r) for r in rows}, changes)
+
+    def was_cancelled(self, seq: int) -> bool:
+        with self._read() as conn:
+            return conn.one(self.q.cancelled_get, (seq,)) is not None
+
+    # Workers
+
+    def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
+              now: "float | Callable[[], float]", source: Any = None) -> Future:
+        def op(conn: PgConn) -> Cycle:
+            # The clock is read once the queue's lock is held: the leases are taken, and the starts counted
+            # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
+            t = now() if callable(now) else now
+            opts = self._options_in(queue, conn)  # as kept: another process may have changed them
+            stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
+            expired = _leases.end_expired(conn, queue, opts, t)
+            if expired or _gives_work(settlements, stale, opts):
+                self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
+            claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
+            wake = None
+            if len(claimed) < want:
+                times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
+                wake = min(times) if times else None
+            return Cycle(claimed, stale, wake, opts)
+        return self.submit(op, queues=[queue], source=source)
+
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> set[int]:
+            conn.execute(q.lease_renew, (expires, owner, queue))
+            return {s for (s,) in conn.all(q.leases_held, (owner, seqs))}
+        return self.submit(op, queues=[queue])
+
+    def progress(self, seq: int, attempt: int, value: str) -> Future:
+        # No queue lock: it writes one job's progress, not what limits and order read; the job's row lock
+        # orders it with the settlement or cancel that may end the attempt meanwhile.
+        q = self.q
+
+        def op(conn: PgConn) -> bool:
+            if conn.one(q.lease_held, (seq, attempt)) is None:
+                return False
+            conn.execute(q.job_progress, (value, seq))
+            return True
+        return self.submit(op)
+
+    def step_answer(self, seq: int, name: str) -> Optional[str]:
+        with self._read() as conn:
+            row = conn.one(self.q.step_get, (seq, name))
+        return row[0] if row else None
+
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+        q = self.q
+
+        def op(conn: PgConn) -> bool:
+            if conn.one(q.lease_held, (seq, attempt)) is None:
+                return False
+            conn.execute(q.step_keep, (seq, name, attempt, answer))
+            return True
+        return self.submit(op)
+
+    def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
+                 encode: Callable[[Any], str]) -> tuple[bool, str]:
+        seq, attempt = lease
+        q = self.q
+        with self.transaction() as tx:
+            conn: PgConn = tx.connection
+            try:
+                row = conn.one(q.lease_queue, lease)
+                if row is not None:
+                    conn.execute(q.lock_queue, (q.queue_key, row[0]))
+                    # Locked until the commit: nothing ends the lease meanwhile (a settlement, an expiry, a
+                    # cancel of another process waits for it).
+                    row = conn.one(q.lease_lock, lease)
+                kept = conn.one(q.step_get, (seq, name)) if row is not None else None
+            except psycopg.Error as exc:
+                raise_translated(exc, self._where)
+            if row is None:
+                raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
+            if kept is not None:
+                return True, kept[0]
+            answer = encode(fn(tx))
+            try:
+                conn.execute(q.step_insert, (seq, name, attempt, answer))  # a unique key: never kept twice
+            except psycopg.errors.UniqueViolation:
+                raise Conflict("the step was kept by another attempt meanwhile; the transaction was rolled back") from None
+            except psycopg.Error as exc:
+                raise_translated(exc, self._where)
+            return False, answer
+
+    # The application's own rows
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One write transaction on a pooled connection held by this thread for the block; commit on
+        success, roll back on error. The application's SQL errors stay psycopg's."""
+        self._usable()
+        if getattr(self._local, "tx", None) is not None:
+            raise InvalidArgument("a store.transaction() is already open in this thread")
+        try:
+            raw = self._pool.getconn()
+        except PoolTimeout as exc:
+            raise Unavailable(f"no connection to {self._where.server()} could be had: {exc}") from None
+        conn = PgConn(raw, self.q)
+        tx = Transaction(conn, told=set())
+        try:
+            try:
+                raw.execute("BEGIN")
+            except psycopg.Error as exc:
+                raise_translated(exc, self._where)
+            self._local.tx = conn
+            try:
+                yield tx
+            except BaseException as exc:
+                self._local.tx = None
+                tx.closed = True
+                _roll_back(raw)
+                if isinstance(exc, psycopg.Error) and is_connection_error(exc, raw):
+                    raise translated(exc, self._where) from exc
+                raise
+            self._local.tx = None
+            tx.closed = True
+            try:
+                raw.execute("COMMIT")
+            except psycopg.Error as exc:
+                _roll_back(raw)
+                if is_connection_error(exc, raw):
+                    raise translated(exc, self._where, unknown=COMMIT_UNKNOWN) from exc
+                raise  # a deferred constraint of the application's: its error
+        finally:
+            self._local.tx = None
+            self._pool.putconn(raw)
+        self._on_notice(Notice({queue: None for queue in tx.told or ()}))
+
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "tx", None) is not None
+
+    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+        self._usable()
+        tx = getattr(self._local, "tx", None)
+        if tx is not None:
+            return tx.execute(sql, params).fetchall()
+        try:
+            with self._pool.connection() as raw:
+                return PgConn(raw, self.q).execute(sql, params).fetchall()
+        except PoolTimeout as exc:
+            raise Unavailable(f"no connection to {self._where.server()} could be had: {exc}") from None
+        except psycopg.Error as exc:
+            if is_connection_error(exc):
+                raise translated(exc, self._where) from exc
+            raise  # the application's SQL: its error
+
+    def adopt(self, conn: Any, queue: str) -> Transaction:
+        self._usable()
+        raw = _psycopg_connection_of(conn, queue)
+        _join_transaction(conn)
+        known = self._adopted.get(raw)
+        if known is None:
+            try:
+                known = self._identity(raw) == self._server
+            except psycopg.Error as exc:
+                raise_translated(exc, self._where, queue)
+            self._adopted[raw] = known
+        if not known:
+            raise InvalidArgument(f"conn= is a connection to another server or database, not to the store's "
+                                  f"{self._where.server()}", queue=queue)
+        return Transaction(PgConn(raw, self.q))
+
+
+def _roll_back(raw: psycopg.Connection) -> None:
+    try:
+        if not raw.closed and not raw.broken:
+            raw.execute("ROLLBACK")
+    except psycopg.Error:
+        pass
+
+
+def _psycopg_connection_of(conn: Any, queue: str) -> psycopg.Connection:
+    """The psycopg connection behind ``conn``: itself, or what a SQLAlchemy Connection or Session wraps."""
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # a SQLAlchemy Session
+        conn = conn.connection()
+    dbapi = getattr(getattr(conn, "connection", None), "driver_connection", None)  # a SQLAlchemy Connection
+    if isinstance(dbapi, psycopg.Connection):
+        return dbapi
+    raise InvalidArgument(f"conn= must be a psycopg 3 connection (not an async one), or a SQLAlchemy Connection "
+                          f"or Session on postgresql+psycopg://, not {type(conn).__name__}", queue=queue)
+
+
+def _join_transaction(conn: Any) -> None:
+    """Make a SQLAlchemy Connection count the job's insert as a statement of its own transaction (see
+    sqlite/_appconn.join_transaction); a Session began one when asked for its connection."""
+    in_transaction = getattr(conn, "in_transaction", None)
+    if not isinstance(conn, psycopg.Connection) and not hasattr(conn, "get_bind") and callable(in_transaction) \
+            and not in_transaction():
+        conn.begin()
+
+
+def _gives_work(settlements: list[Settlement], stale: list[Settlement], opts: QueueOptions) -> bool:
+    """Whether applying these settlements may let another process claim (see the SQLite backend's)."""
+    applied = len(settlements) - len(stale)
+    if not applied:
+        return False
+    if opts.concurrency is not None or opts.group_concurrency is not None:
+        return True
+    kept = {id(s) for s in stale}
+    return any(isinstance(s.decision, Requeue) for s in settlements if id(s) not in kept)
+
+
+@lru_cache(maxsize=1024)
+def _options(text: str) -> QueueOptions:
+    """Options as kept (JSON text), parsed once per text: every claim cycle reads them."""
+    return QueueOptions.from_json(json.loads(text))

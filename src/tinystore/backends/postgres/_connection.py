@@ -1,0 +1,167 @@
+"""Connections to the server, and the server's errors as tinystore's.
+
+Every connection of the backend (the writer's, the keeper's, the readers'
+pool) is made here, with the session settings durability and lock_timeout
+ask for. Errors are translated at the boundary (``translated``): a server
+that cannot be reached or refuses at open is a ``tinystore.Error`` naming
+host, port and database (never the password); a connection lost or a server
+restarting during work is ``Unavailable``, which background tasks retry;
+a lock wait past ``lock_timeout`` is ``Locked``; a schema that does not hold
+tinystore's tables as this version made them is ``StoreCorrupt``. The
+application's own SQL keeps psycopg's errors (see ``is_connection_error``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional, Sequence
+
+import psycopg
+from psycopg import errors as pe
+from psycopg.conninfo import conninfo_to_dict
+
+from ..._errors import DiskFull, Error, Locked, ReadOnly, StoreCorrupt, Unavailable
+
+# SQLSTATEs of tinystore's own transactions that are tried again at once, inside the backend.
+RETRIED = {"40P01", "40001"}  # deadlock detected, serialization failure
+CONNECT_TIMEOUT = 10  # seconds to wait for the server at connect
+
+
+class Where:
+    """Where a store is: the server and database, for messages (never the password)."""
+
+    def __init__(self, url: str, schema: str):
+        self.url = url
+        self.schema = schema
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            from ..._errors import InvalidArgument
+            raise InvalidArgument(f"the PostgreSQL URL cannot be read: {_scrub(str(exc), None)}") from None
+        self.password = params.get("password")
+        self.host = str(params.get("host") or "localhost")
+        self.port = str(params.get("port") or "5432")
+        self.dbname = str(params.get("dbname") or params.get("user") or "")
+        self.user = params.get("user")
+        user = f"{self.user}@" if self.user else ""
+        self.location = f"postgresql://{user}{self.host}:{self.port}/{self.dbname}"
+        if schema != "tinystore":
+            self.location += f" (schema {schema})"
+
+    def server(self) -> str:
+        return f"the PostgreSQL server at {self.host}:{self.port}, database {self.dbname!r}"
+
+    def scrub(self, text: str) -> str:
+        return _scrub(text, self.password)
+
+
+def _scrub(text: str, password: Optional[str]) -> str:
+    if password:
+        text = text.replace(str(password), "***")
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def connect(where: Where, durability: str, lock_timeout: float, *, autocommit: bool = True,
+            opening: bool = False) -> psycopg.Connection:
+    """A connection with the store's session settings; a failure as a tinystore error."""
+    try:
+        conn = psycopg.connect(where.url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT)
+    except psycopg.Error as exc:
+        reason = where.scrub(str(exc))
+        kind = Error if opening else Unavailable
+        raise kind(f"cannot connect to {where.server()}: {reason}") from None
+    try:
+        configure(conn, durability, lock_timeout)
+    except psycopg.Error as exc:
+        conn.close()
+        raise translated(exc, where) from None
+    return conn
+
+
+def configure(conn: psycopg.Connection, durability: str, lock_timeout: float) -> None:
+    """Session settings of tinystore's own connections (the readers' pool too: only tinystore's
+    statements and the application's SQL inside store.transaction() run there)."""
+    synchronous = "on" if durability == "full" else "off"
+    commit = conn.autocommit
+    conn.autocommit = True
+    conn.execute(f"SET synchronous_commit = {synchronous}")
+    conn.execute(f"SET lock_timeout = {int(max(lock_timeout, 0.001) * 1000)}")
+    conn.autocommit = commit
+
+
+def is_connection_error(exc: BaseException, conn: Any = None) -> bool:
+    """Whether an error means the connection or the server failed, not the statement."""
+    if isinstance(exc, (pe.AdminShutdown, pe.CrashShutdown, pe.CannotConnectNow, pe.ConnectionException)):
+        return True
+    if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, pe.LockNotAvailable):
+        return conn is None or conn.closed or conn.broken or exc.sqlstate is None
+    return isinstance(exc, psycopg.InterfaceError)
+
+
+def translated(exc: BaseException, where: Where, queue: Optional[str] = None, unknown: Optional[str] = None) -> BaseException:
+    """``exc`` as a tinystore error; an error that is not psycopg's is returned as it is.
+
+    ``unknown``: what to say where the commit may have happened (the connection was lost during it).
+    """
+    if not isinstance(exc, psycopg.Error):
+        return exc
+    text = where.scrub(str(exc))
+    if isinstance(exc, pe.LockNotAvailable):
+        return Locked(f"another transaction held a lock of {where.location} longer than lock_timeout; "
+                      f"nothing was written", queue=queue)
+    if isinstance(exc, pe.DiskFull):
+        return DiskFull(f"{where.server()} has no space left: {text}; nothing was written", queue=queue)
+    if isinstance(exc, (pe.ReadOnlySqlTransaction, pe.InsufficientPrivilege)):
+        return ReadOnly(f"{where.location} cannot be written: {text}; nothing was written", queue=queue)
+    if isinstance(exc, (pe.UndefinedTable, pe.UndefinedColumn, pe.UndefinedFunction, pe.InvalidSchemaName)):
+        return StoreCorrupt(f"the schema {where.schema!r} of {where.server()} does not hold tinystore's "
+                            f"tables as this version of tinystore made them ({text}): they were changed by "
+                            f"hand or by another version", queue=queue)
+    if is_connection_error(exc) or isinstance(exc, (pe.QueryCanceled, pe.TooManyConnections)) \
+            or exc.sqlstate in RETRIED:
+        said = unknown or "nothing was written"
+        return Unavailable(f"the connection to {where.server()} failed: {text}; {said}", queue=queue)
+    return Error(f"{where.location}: {text}", queue=queue)
+
+
+def raise_translated(exc: BaseException, where: Where, queue: Optional[str] = None) -> None:
+    error = translated(exc, where, queue)
+    if error is exc:
+        raise exc
+    raise error from exc
+
+
+class PgConn:
+    """A psycopg connection as tinystore's modules and ``Transaction`` use one: ``execute`` returns a
+    cursor, ``executemany`` too (psycopg's connection has none), and ``changes`` counts the statements
+    that wrote rows (SQLite's total_changes), so that a commit that changed nothing tells nobody."""
+
+    def __init__(self, raw: psycopg.Connection, q: Any):
+        self.raw = raw
+        self.q = q  # the schema's statements (_sql.Schema)
+        self.changes = 0
+        self.locked: set[str] = set()  # the queues whose locks the transaction holds (see _writer)
+
+    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
+        cur = self.raw.execute(sql, params if params is not None and params != () else None)
+        self._count(cur)
+        return cur
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> psycopg.Cursor:
+        cur = self.raw.cursor()
+        cur.executemany(sql, list(rows))
+        self._count(cur)
+        return cur
+
+    def _count(self, cur: psycopg.Cursor) -> None:
+        status = cur.statusmessage or ""
+        if cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"):
+            self.changes += 1
+
+    def one(self, sql: str, params: Any = None) -> Optional[tuple]:
+        return self.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: Any = None) -> list[tuple]:
+        return self.execute(sql, params).fetchall()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)

@@ -1,0 +1,145 @@
+"""The connection a process keeps: its liveness lock, and what it hears of other processes' commits.
+
+Liveness (DUR-03): a registration holds the session-level advisory lock
+``(<liveness key of the schema>, owner id)`` on this connection, taken before
+its ``processes`` row is committed. The server drops the lock when the
+connection closes: at once when the process is killed (the kernel closes
+its socket), and for a machine that vanished once the server notices its
+connection is gone (TCP keepalives). Any process then finds it dead
+(``end_dead``). When this connection is lost and made again, the lock is
+taken again and the registration made again where another process found it
+dead meanwhile and removed it (its leases were ended: renewals tell the
+handlers).
+
+Hearing: the same connection LISTENs on the store's channel; a thread reads
+``notifies()`` and tells each one as a ``Notice``: work for a queue, a job
+cancelled (its handler stops, wherever it runs), or a watched job changed
+(from the watch trigger). This process's own notices are skipped: they were
+told at their commit. After the connection was lost and made again, it tells
+``Notice(everything=True)``, as it may have missed some. Failures go to
+``on_error``, which says how long to wait before trying again, or None to
+stop telling (the lock is kept all the same).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable, Optional
+
+import psycopg
+
+from .._base import Notice, NoticeListener
+from ._connection import Where, translated
+
+log = logging.getLogger("tinystore.store")
+POLL = 0.1  # seconds between looks at whether the keeper is closing
+RETRY = 1.0  # seconds between attempts to connect again while nobody listens
+
+
+class Keeper:
+    def __init__(self, connect: Callable[[], psycopg.Connection], q: Any, where: Where, owner: int,
+                 registration: tuple):
+        self._connect = connect
+        self._q = q
+        self._where = where
+        self.owner = owner
+        self._registration = registration  # the processes row, made again after a reconnect if gone
+        self._on_notice: Optional[NoticeListener] = None
+        self._on_error: Optional[Callable[[BaseException], Optional[float]]] = None
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._conn: Optional[psycopg.Connection] = self._open(again=False)  # raises at register
+        self._thread = threading.Thread(target=self._loop, name="tinystore-pg-keeper", daemon=True)
+        self._thread.start()
+
+    def listen(self, on_notice: NoticeListener, on_error: Callable[[BaseException], Optional[float]]) -> None:
+        self._on_error = on_error
+        self._on_notice = on_notice
+
+    def _open(self, again: bool) -> psycopg.Connection:
+        q = self._q
+        conn = self._connect()
+        try:
+            # Blocking: another process may hold it for the moment it takes to confirm this one dead.
+            conn.execute("SELECT pg_advisory_lock(%s, %s)", (q.live_key, self.owner))
+            conn.execute(f'LISTEN "{q.channel}"')
+            if again:  # found dead and removed meanwhile: registered again, now that the lock is held
+                conn.execute(q.process_insert, self._registration)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def close(self) -> None:
+        """Stop, and let go of the connection: the liveness lock goes with it."""
+        self._closed.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _loop(self) -> None:
+        lost = False
+        while not self._closed.is_set():
+            try:
+                if self._conn is None:
+                    conn = self._open(again=True)
+                    with self._lock:
+                        if self._closed.is_set():
+                            conn.close()
+                            return
+                        self._conn = conn
+                    if lost:
+                        lost = False
+                        self._tell(Notice(everything=True))
+                for notify in self._conn.notifies(timeout=POLL):
+                    self._heard(notify.payload)
+            except Exception as exc:
+                with self._lock:
+                    if self._conn is not None:
+                        try:
+                            self._conn.close()
+                        except psycopg.Error:
+                            pass
+                        self._conn = None
+                if self._closed.is_set():
+                    return
+                lost = True
+                error = translated(exc, self._where)
+                wait = RETRY
+                if self._on_error is not None and self._on_notice is not None:
+                    told = self._on_error(error)
+                    if told is None:
+                        self._on_notice = None  # hearing stops; the liveness lock is taken again all the same
+                    else:
+                        wait = told
+                else:
+                    log.debug("the keeper connection failed: %s", error)
+                self._closed.wait(wait)
+
+    def _tell(self, notice: Notice) -> None:
+        on_notice = self._on_notice
+        if on_notice is not None:
+            on_notice(notice)
+
+    def _heard(self, payload: str) -> None:
+        if self._on_notice is None:
+            return
+        try:
+            said = json.loads(payload)
+        except ValueError:
+            return
+        if "w" in said:  # a watched job changed
+            self._tell(Notice())
+            return
+        if said.get("o") is not None and said.get("o") == self.owner:
+            return  # told at its commit
+        queue = said.get("q")
+        if "j" in said:
+            self._tell(Notice(cancelled=frozenset([said["j"]])))
+        elif queue is not None:
+            self._tell(Notice({queue: None}))

@@ -1,0 +1,69 @@
+"""The named statements of queries.sql and the migrations, for one schema.
+
+Every statement names tinystore's tables with their schema (``{schema}`` in
+the files, replaced by the quoted name, which ``open_backend`` validated):
+the application's own connections keep their search_path, so that its SQL
+never finds tinystore's tables instead of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from functools import lru_cache
+from importlib.resources import files
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
+_here = files(__package__)
+
+
+def _load(text: str) -> dict[str, str]:
+    parts = _NAME.split(text)
+    queries = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        lines = [ln for ln in body.strip().splitlines() if not ln.startswith("--")]
+        queries[name] = "\n".join(lines).rstrip().rstrip(";")
+    return queries
+
+
+_QUERIES = _load(_here.joinpath("queries.sql").read_text("utf-8"))
+_MIGRATIONS: list[tuple[int, str]] = sorted(
+    (int(p.name[len("migration_"):-len(".sql")]), p.read_text("utf-8"))
+    for p in _here.iterdir()
+    if p.name.startswith("migration_") and p.name.endswith(".sql")
+)
+
+
+def _key(text: str) -> int:
+    """A non-negative int4 from text, stable across processes and versions."""
+    return zlib.crc32(text.encode("utf-8")) & 0x7FFFFFFF
+
+
+class Schema:
+    """Everything named after one schema: its statements, migrations, advisory-lock keys and channel."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.quoted = f'"{name}"'
+        # The first int4 of the two-key advisory locks: one for the queues' locks (the second key is
+        # hashtext(queue)), one for the processes' liveness locks (the second is the registration id;
+        # 0, which no registration has, serializes migrations).
+        self.queue_key = _key(f"tinystore queue {name}")
+        self.live_key = _key(f"tinystore live {name}")
+        if self.live_key == self.queue_key:
+            self.live_key ^= 1
+        # The NOTIFY channel (an identifier: at most 63 bytes), unique per schema.
+        self.channel = f"tinystore_{self.queue_key:08x}_{name}"[:63]
+        for query, sql in _QUERIES.items():
+            setattr(self, query, self.named(sql))
+
+    def named(self, sql: str) -> str:
+        return sql.replace("{schema}", self.quoted).replace("{channel}", self.channel)
+
+    def migrations(self) -> list[tuple[int, str]]:
+        return [(version, self.named(script)) for version, script in _MIGRATIONS]
+
+
+@lru_cache(maxsize=None)
+def schema(name: str) -> Schema:
+    return Schema(name)

@@ -1,0 +1,260 @@
+"""The one writer of a process: group commit on its own connection and thread.
+
+Every write of a store (adds, claims, settlements, steps, renewals) is an
+operation queued here and run by the writer thread in one transaction with
+every other operation waiting at that moment, each in its own savepoint so
+that one's error touches no other; one COMMIT for all of them, and only then
+are their futures resolved. A write never runs on the caller's thread: a
+round trip to the server must not stall a worker's event loop.
+
+Per-queue order, as SQLite's single writer gives it per file. Every
+transaction that writes a queue's jobs, leases, groups, starts or counts
+first takes that queue's transaction-level advisory lock,
+``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``, and
+holds it until it commits. So:
+
+- the claims of one queue run one after another across every process: the
+  count of live leases and of starts in the rate windows read by a claim
+  cannot change until it has committed the leases it took, so the SQLite
+  claim logic ports as it is and two processes can never both take the last
+  place (LIM-01..03);
+- a job's seq is drawn under the lock and committed before the lock is
+  released, so that jobs of one queue are committed in seq order and due jobs
+  of equal time are claimed in add order (JOB-01). A sequence alone does not
+  give that: two concurrent transactions may commit their seqs out of order,
+  and a claim between the two commits would take the later seq first.
+
+A batch's operations declare their queues (``queues=``) when submitted; the
+batch takes all their locks at BEGIN, in sorted order, so that no two
+transactions that lock several queues deadlock. An operation that finds it
+needs another queue's lock while it runs (``lock``) takes it then; a
+deadlock that may cause, or a serialization failure, is detected by the
+server and the whole batch is run again here, up to ``RETRIES`` times.
+An add inside the application's transaction (``tx=``, ``conn=``) takes the
+queue's lock in that transaction and holds it until the application commits
+or rolls back, as SQLite's write lock is held by such a transaction: keep
+those transactions short.
+
+Notices: an operation that gives a queue work (jobs added or requeued, room
+freed) or cancels a job says so (``work=`` at submit, or ``notify`` while it
+runs); the transaction sends each with ``pg_notify`` on the store's channel,
+naming this process's owner id, so that other processes hear it when it
+commits (``_keeper``) and this one skips it when it hears it back; this
+process's listeners are told the commit's ``Notice`` directly, after COMMIT
+and before its callers' futures resolve. A commit that changed nothing
+tells nobody.
+
+Errors leave as tinystore's (``_connection.translated``): a connection lost
+fails the whole batch with ``Unavailable`` (during COMMIT, saying that it may
+or may not have been written) and the next batch connects again; an
+operation's own error fails that operation only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable, Iterable, Optional
+
+import psycopg
+
+from ..._errors import Closed, Error
+from .._base import Notice
+from ._connection import RETRIED, PgConn, Where, is_connection_error, translated
+
+log = logging.getLogger("tinystore.store")
+MAX_OPERATIONS = 512  # per transaction, so that no commit holds the queues' locks long
+RETRIES = 8  # runs of a batch that met a deadlock or a serialization failure
+
+
+class Writer:
+    def __init__(self, connect: Callable[[], PgConn], where: Where, on_commit: Callable[[Notice], None],
+                 conn: Optional[PgConn] = None):
+        self._connect = connect
+        self._where = where
+        self._on_commit = on_commit
+        self._conn: Optional[PgConn] = conn
+        self._pending: deque = deque()
+        self._cv = threading.Condition()
+        self._closing = False
+        self._noticed: list[tuple[str, Optional[int]]] = []
+        self.owner: Optional[int] = None  # this process's registration, which its notices name
+        self.transactions = 0  # write transactions begun, for tests and benchmarks
+        self._thread = threading.Thread(target=self._loop, name="tinystore-pg-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any, queues: Iterable[str] = (), work: Optional[str] = None,
+               source: Any = None, unknown: Optional[str] = None) -> Future:
+        """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
+
+        ``queues``: whose locks it needs (``work``'s too); ``work`` a queue it
+        gives work to, for the notice of its commit; ``source``, who asked, so
+        that it is not woken by its own write; ``unknown``, what to say when
+        the connection is lost during the COMMIT.
+        """
+        future: Future = Future()
+        locks = set(queues)
+        if work is not None:
+            locks.add(work)
+        with self._cv:
+            if self._closing:
+                raise Closed(f"the store {self._where.location!r} is closed")
+            self._pending.append((fn, args, future, work, source, locks, unknown))
+            self._cv.notify()
+        return future
+
+    def notify(self, queue: str, job: Optional[int] = None) -> None:
+        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
+        self._noticed.append((queue, job))
+
+    def lock(self, conn: PgConn, queue: str) -> None:
+        """From inside an operation: take ``queue``'s lock now, where the batch does not hold it yet."""
+        if queue not in conn.locked:
+            conn.execute(conn.q.lock_queue, (conn.q.queue_key, queue))
+            conn.locked.add(queue)
+
+    def close(self) -> None:
+        """Finish what is queued, then stop."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        if threading.current_thread() is not self._thread:
+            self._thread.join()
+        if self._conn is not None:
+            try:
+                self._conn.raw.close()
+            except psycopg.Error:
+                pass
+            self._conn = None
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._pending and not self._closing:
+                    self._cv.wait()
+                if not self._pending:
+                    return
+                batch = [self._pending.popleft() for _ in range(min(len(self._pending), MAX_OPERATIONS))]
+            batch = [item for item in batch if item[2].set_running_or_notify_cancel()]
+            if not batch:
+                continue
+            try:
+                notice, outcomes = self._run(batch)
+            except BaseException as exc:  # a bug of this module: no caller may wait forever
+                log.exception("the writer failed")
+                notice, outcomes = None, [(item[2], None, exc) for item in batch]
+            if notice is not None:
+                try:
+                    self._on_commit(notice)
+                except Exception:
+                    log.exception("a listener failed on a notice")
+            for future, result, exc in outcomes:
+                if exc is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(exc)
+
+    def _connection(self) -> PgConn:
+        conn = self._conn
+        if conn is None or conn.raw.closed or conn.raw.broken:
+            if conn is not None:
+                conn.raw.close()
+            self._conn = None
+            self._conn = conn = self._connect()
+        return conn
+
+    def _run(self, batch: list) -> tuple[Optional[Notice], list]:
+        """Run a batch in one transaction, again where the server asks for it: its notice (None when it
+        changed nothing), and each operation's future with its result or error."""
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                conn = self._connection()
+            except Error as exc:
+                return None, [(item[2], None, exc) for item in batch]
+            stage = ["begin"]
+            try:
+                return self._transaction(conn, batch, stage)
+            except psycopg.Error as exc:
+                self._roll_back(conn)
+                if exc.sqlstate in RETRIED and tries < RETRIES:
+                    log.debug("a write transaction is run again: %s", exc)
+                    continue
+                lost = is_connection_error(exc, conn.raw)
+                if lost:
+                    conn.raw.close()
+                    self._conn = None
+                    if stage[0] == "begin" and tries == 1:  # nothing was sent: a stale connection
+                        continue
+                log.debug("a write transaction failed: %s", exc)
+                return None, [(future, None, translated(exc, self._where, work,
+                                                        unknown if stage[0] == "commit" else None))
+                              for fn, args, future, work, source, locks, unknown in batch]
+
+    def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+        q = conn.q
+        self.transactions += 1
+        conn.execute("BEGIN")
+        conn.locked = set()
+        for queue in sorted(set().union(*(item[5] for item in batch))):
+            self.lock(conn, queue)
+        stage[0] = "run"
+        outcomes = []
+        queues: dict[str, Any] = {}
+        cancelled: set[tuple[str, int]] = set()
+        changed = False
+        alone = len(batch) == 1  # alone in its transaction, an operation needs no savepoint
+        for fn, args, future, work, source, locks, unknown in batch:
+            if not alone:
+                conn.execute("SAVEPOINT operation")
+            before = conn.changes
+            self._noticed = [(work, None)] if work is not None else []
+            try:
+                result = fn(conn, *args)
+            except Exception as exc:
+                if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
+                    raise  # the whole batch: run again, or failed
+                if alone:
+                    conn.execute("ROLLBACK")
+                    return None, [(future, None, _own(exc, self._where, work))]
+                conn.execute("ROLLBACK TO SAVEPOINT operation")
+                outcomes.append((future, None, _own(exc, self._where, work)))
+                conn.execute("RELEASE SAVEPOINT operation")
+                continue
+            outcomes.append((future, result, None))
+            if conn.changes != before:
+                changed = True
+                for queue, job in self._noticed:
+                    if job is None:
+                        queues[queue] = source if queues.get(queue, source) is source else None
+                    else:
+                        cancelled.add((queue, job))
+            if not alone:
+                conn.execute("RELEASE SAVEPOINT operation")
+        if queues or cancelled:
+            payloads = [json.dumps({"o": self.owner, "q": queue}) for queue in queues]
+            payloads += [json.dumps({"o": self.owner, "q": queue, "j": job}) for queue, job in cancelled]
+            conn.execute(q.notify_many, (q.channel, payloads))
+        stage[0] = "commit"
+        conn.execute("COMMIT")
+        notice = Notice(queues, frozenset(job for _, job in cancelled)) if changed else None
+        return notice, outcomes
+
+    def _roll_back(self, conn: PgConn) -> None:
+        try:
+            if not conn.raw.closed and not conn.raw.broken:
+                conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
+
+
+def _own(exc: Exception, where: Where, queue: Optional[str]) -> Exception:
+    """An operation's own error: psycopg's as tinystore's; a tinystore error, or a bug, as it is."""
+    error = translated(exc, where, queue)
+    if error is not exc:
+        error.__cause__ = exc
+    return error  # type: ignore[return-value]
