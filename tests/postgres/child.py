@@ -2,8 +2,9 @@
 
 Roles:
 - ``open``: open the store (migrating it), print "opened", close.
-- ``worker QUEUE WITNESS CONCURRENCY HOLD``: serve QUEUE with a handler that appends "start ID"/"end ID"
-  lines to WITNESS around a sleep of HOLD seconds; runs until killed or SIGTERM.
+- ``worker QUEUE WITNESS CONCURRENCY HOLD WORKERS``: serve QUEUE (at most WORKERS handlers at once in this
+  process) with a handler that appends "start ID"/"end ID" lines to WITNESS around a sleep of HOLD
+  seconds; runs until killed or SIGTERM.
 - ``hold QUEUE``: serve QUEUE with a handler that prints "running ID" and sleeps for a minute (killed meanwhile).
 - ``cancellable QUEUE``: serve QUEUE with an async handler that prints "running ID" then waits; prints
   "cancelled ID" when it is cancelled.
@@ -27,7 +28,7 @@ def main() -> None:
         store.close()
         return
     if role == "worker":
-        name, witness, concurrency, hold = args
+        name, witness, concurrency, hold, workers = args
         queue = store.queue(name, concurrency=int(concurrency), lease="10s")
 
         @queue.work
@@ -60,7 +61,7 @@ def main() -> None:
     else:
         raise SystemExit(f"unknown role {role}")
     print("serving", flush=True)
-    store.serve()
+    store.serve(workers=int(workers) if role == "worker" else None)
     store.close()
 
 
