@@ -404,7 +404,14 @@ class PostgresBackend(Backend):
     # Watching (JOB-13)
 
     def watch_begin(self, owner: int, seq: int) -> Future:
-        return self.submit(lambda conn: conn.execute(self.q.watched_insert, (seq, owner)))
+        # Under the job's queue's lock, as SQLite's single writer orders it: a transaction of that queue
+        # that changes the job either committed before (the watcher's first read sees what it did) or
+        # begins after this commit, and its trigger then sees the job watched and logs the change. Without
+        # it, a change whose statement began before this commit would be neither logged nor told.
+        with self._read() as conn:
+            row = conn.one(self.q.job_queue, (seq,))
+        return self.submit(lambda conn: conn.execute(self.q.watched_insert, (seq, owner)),
+                           queues=[row[0]] if row else [])
 
     def watch_end(self, owner: int, seq: int) -> Future:
         q = self.q

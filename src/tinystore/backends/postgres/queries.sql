@@ -50,6 +50,10 @@ FROM {schema}.jobs WHERE queue = %s AND id = %s;
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
 FROM {schema}.jobs WHERE seq = %s;
 
+-- name: job_queue
+-- The queue of a job.
+SELECT queue FROM {schema}.jobs WHERE seq = %s;
+
 -- name: jobs_by_seqs
 -- Several jobs by their seqs.
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
