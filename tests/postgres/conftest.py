@@ -60,7 +60,8 @@ class PG:
     def rows(self, sql: str, params: Any = None) -> list[tuple]:
         """Rows read on a connection of its own; ``{s}`` in ``sql`` is the schema."""
         with psycopg.connect(self.url, autocommit=True) as conn:
-            return conn.execute(sql.replace("{s}", f'"{self.schema}"'), params).fetchall()
+            cur = conn.execute(sql.replace("{s}", f'"{self.schema}"'), params)
+            return cur.fetchall() if cur.description is not None else []
 
     def child(self, *args: str) -> list[str]:
         """The command line of a child process running ``child.py`` on this schema."""

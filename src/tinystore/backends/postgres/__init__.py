@@ -91,7 +91,7 @@ class PostgresBackend(Backend):
                               PgConn(conn, self.q))
         self._pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, open=True, name=f"tinystore-{schema}",
-            kwargs={"autocommit": True, "connect_timeout": 10},
+            kwargs={"autocommit": True, **self._where.connect_kwargs()},
             configure=lambda c: configure(c, durability, lock_timeout),
             check=ConnectionPool.check_connection, timeout=max(1.0, min(lock_timeout, 30.0)))
 

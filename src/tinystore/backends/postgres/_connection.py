@@ -37,6 +37,7 @@ class Where:
         except psycopg.ProgrammingError as exc:
             from ..._errors import InvalidArgument
             raise InvalidArgument(f"the PostgreSQL URL cannot be read: {_scrub(str(exc), None)}") from None
+        self.params = params
         self.password = params.get("password")
         self.host = str(params.get("host") or "localhost")
         self.port = str(params.get("port") or "5432")
@@ -46,6 +47,16 @@ class Where:
         self.location = f"postgresql://{user}{self.host}:{self.port}/{self.dbname}"
         if schema != "tinystore":
             self.location += f" (schema {schema})"
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """What tinystore adds to the URL's own parameters: a connect timeout, and an application_name that
+        names tinystore and the schema (for pg_stat_activity), where the URL gives none of its own."""
+        kwargs: dict[str, Any] = {}
+        if "connect_timeout" not in self.params:
+            kwargs["connect_timeout"] = CONNECT_TIMEOUT
+        if "application_name" not in self.params:
+            kwargs["application_name"] = f"tinystore {self.schema}"[:63]
+        return kwargs
 
     def server(self) -> str:
         return f"the PostgreSQL server at {self.host}:{self.port}, database {self.dbname!r}"
@@ -64,7 +75,7 @@ def connect(where: Where, durability: str, lock_timeout: float, *, autocommit: b
             opening: bool = False) -> psycopg.Connection:
     """A connection with the store's session settings; a failure as a tinystore error."""
     try:
-        conn = psycopg.connect(where.url, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT)
+        conn = psycopg.connect(where.url, autocommit=autocommit, **where.connect_kwargs())
     except psycopg.Error as exc:
         reason = where.scrub(str(exc))
         kind = Error if opening else Unavailable
@@ -118,8 +129,9 @@ def translated(exc: BaseException, where: Where, queue: Optional[str] = None, un
                             f"hand or by another version", queue=queue)
     if is_connection_error(exc) or isinstance(exc, (pe.QueryCanceled, pe.TooManyConnections)) \
             or exc.sqlstate in RETRIED:
-        said = unknown or "nothing was written"
-        return Unavailable(f"the connection to {where.server()} failed: {text}; {said}", queue=queue)
+        said = "nothing was written" if unknown is None else unknown
+        return Unavailable(f"the connection to {where.server()} failed: {text}" + (f"; {said}" if said else ""),
+                           queue=queue)
     return Error(f"{where.location}: {text}", queue=queue)
 
 

@@ -109,7 +109,7 @@ class Keeper:
                 if self._closed.is_set():
                     return
                 lost = True
-                error = translated(exc, self._where)
+                error = translated(exc, self._where, unknown="")
                 wait = RETRY
                 if self._on_error is not None and self._on_notice is not None:
                     told = self._on_error(error)

@@ -1,0 +1,77 @@
+"""Connections lost while a store works: the writer, readers and listener connect again; nothing is lost."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+import tinystore
+
+
+def _terminate(pg) -> int:
+    """End every server session of the test's stores (as a server restart would, for them)."""
+    rows = pg.rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                   (f"tinystore {pg.schema}",))
+    return len(rows)
+
+
+def test_every_connection_is_made_again_after_the_server_dropped_them(pg, wait_for):
+    store = pg.open()
+    q = store.queue("a")
+    assert _terminate(pg) >= 3  # the writer's, the keeper's, a reader's
+    time.sleep(0.2)
+    assert q.add({"x": 1}, id="a1").added  # the writer connects again: its stale connection sent nothing
+    assert q.get("a1").state == "waiting"  # the pool checks its connections
+    # The keeper took its liveness lock again: another process does not find this one dead.
+    wait_for(lambda: pg.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s "
+                             "AND objsubid = 2", (store._ctx.owner,)) == [(1,)])
+    other = pg.open()
+    assert other._backend.end_dead(time.time()) == 0
+    assert len(pg.rows("SELECT id FROM {s}.processes")) == 2
+
+
+def test_a_serving_worker_rides_out_lost_connections(pg, wait_for):
+    store = pg.open()
+    q = store.queue("a")
+    done = []
+
+    @q.work
+    def handler(payload, run):
+        done.append(payload)
+    store.start()
+    try:
+        q.add(1)
+        wait_for(lambda: done == [1])
+        _terminate(pg)
+        time.sleep(0.3)
+        q.add(2)
+        wait_for(lambda: sorted(done) == [1, 2])
+        # Another process's add is heard on the keeper's new connection.
+        other = pg.open()
+        other.queue("a").add(3)
+        wait_for(lambda: sorted(done) == [1, 2, 3], timeout=5)
+    finally:
+        store.stop()
+
+
+def test_a_process_found_dead_while_its_connection_was_down_registers_again(pg, wait_for):
+    store = pg.open()
+    owner = store._ctx.owner
+    keeper = store._backend._keeper
+    keeper_pid = keeper._conn.info.backend_pid
+    other = pg.open()
+    # Its keeper connection alone is dropped; the other process ends its registration before it is back.
+    with psycopg.connect(pg.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (keeper_pid,))
+        other._backend.end_dead(time.time())
+    wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE id = %s", (owner,)) == [(1,)])
+
+
+def test_an_error_of_tinystores_own_sql_is_tinystores(pg):
+    store = pg.open()
+    q = store.queue("a")
+    pg.rows("DROP TABLE {s}.steps")
+    with pytest.raises(tinystore.StoreCorrupt):
+        store._backend.step_answer(1, "x")
