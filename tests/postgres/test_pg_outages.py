@@ -17,6 +17,13 @@ def _terminate(pg) -> int:
     return len(rows)
 
 
+def _holds_its_lock(pg, store) -> bool:
+    key = store._backend.q.live_key
+    return pg.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::int4::oid "
+                   "AND objid = %s AND objsubid = 2 AND database = (SELECT oid FROM pg_database "
+                   "WHERE datname = current_database())", (key, store._ctx.owner)) == [(1,)]
+
+
 def test_every_connection_is_made_again_after_the_server_dropped_them(pg, wait_for):
     store = pg.open()
     q = store.queue("a")
@@ -25,8 +32,7 @@ def test_every_connection_is_made_again_after_the_server_dropped_them(pg, wait_f
     assert q.add({"x": 1}, id="a1").added  # the writer connects again: its stale connection sent nothing
     assert q.get("a1").state == "waiting"  # the pool checks its connections
     # The keeper took its liveness lock again: another process does not find this one dead.
-    wait_for(lambda: pg.rows("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s "
-                             "AND objsubid = 2", (store._ctx.owner,)) == [(1,)])
+    wait_for(lambda: _holds_its_lock(pg, store))
     other = pg.open()
     assert other._backend.end_dead(time.time()) == 0
     assert len(pg.rows("SELECT id FROM {s}.processes")) == 2

@@ -20,6 +20,13 @@ last commits (a fraction of a second of them), and never corrupts the
 database. ``lock_timeout`` is the session's ``lock_timeout``: how long a
 write waits for a queue's lock (or a row's) held by another transaction
 before ``Locked``.
+
+Each queue's writes are serialized by a transaction-level advisory lock
+(see ``_writer``). An add inside the application's transaction (``tx=``,
+``conn=``) takes that lock in the application's transaction, which holds it
+until it commits or rolls back, as a SQLite transaction holds the file's
+write lock: meanwhile no process claims from, settles in or adds to that
+queue. Keep such transactions short.
 """
 
 from __future__ import annotations

@@ -35,7 +35,8 @@ from ._connection import Where, translated
 
 log = logging.getLogger("tinystore.store")
 POLL = 0.1  # seconds between looks at whether the keeper is closing
-RETRY = 1.0  # seconds between attempts to connect again while nobody listens
+RETRY = 1.0  # longest wait between attempts to connect again while nobody listens
+FIRST_RETRY = 0.05
 
 
 class Keeper:
@@ -84,6 +85,7 @@ class Keeper:
 
     def _loop(self) -> None:
         lost = False
+        delay = FIRST_RETRY / 2
         while not self._closed.is_set():
             try:
                 if self._conn is None:
@@ -96,6 +98,7 @@ class Keeper:
                     if lost:
                         lost = False
                         self._tell(Notice(everything=True))
+                    delay = FIRST_RETRY / 2
                 for notify in self._conn.notifies(timeout=POLL):
                     self._heard(notify.payload)
             except Exception as exc:
@@ -110,7 +113,8 @@ class Keeper:
                     return
                 lost = True
                 error = translated(exc, self._where, unknown="")
-                wait = RETRY
+                # Soon: while its lock is not held, other processes may find this one dead.
+                wait = delay = min(RETRY, delay * 2)
                 if self._on_error is not None and self._on_notice is not None:
                     told = self._on_error(error)
                     if told is None:

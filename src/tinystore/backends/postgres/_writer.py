@@ -68,6 +68,7 @@ from ._connection import RETRIED, PgConn, Where, is_connection_error, translated
 log = logging.getLogger("tinystore.store")
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the queues' locks long
 RETRIES = 8  # runs of a batch that met a deadlock or a serialization failure
+MAYBE = "the connection was lost during COMMIT: it may or may not have been written"
 
 
 class Writer:
@@ -169,7 +170,7 @@ class Writer:
     def _run(self, batch: list) -> tuple[Optional[Notice], list]:
         """Run a batch in one transaction, again where the server asks for it: its notice (None when it
         changed nothing), and each operation's future with its result or error."""
-        tries = 0
+        tries = reconnects = 0
         while True:
             tries += 1
             try:
@@ -188,11 +189,14 @@ class Writer:
                 if lost:
                     conn.raw.close()
                     self._conn = None
-                    if stage[0] == "begin" and tries == 1:  # nothing was sent: a stale connection
+                    # Lost before COMMIT was sent: the server rolled the transaction back, and the batch
+                    # runs again on a new connection (a stale one, a server restarted since the last batch).
+                    if stage[0] != "commit" and reconnects < 2:
+                        reconnects += 1
                         continue
                 log.debug("a write transaction failed: %s", exc)
                 return None, [(future, None, translated(exc, self._where, work,
-                                                        unknown if stage[0] == "commit" else None))
+                                                        (unknown or MAYBE) if stage[0] == "commit" else None))
                               for fn, args, future, work, source, locks, unknown in batch]
 
     def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
