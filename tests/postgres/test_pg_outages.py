@@ -81,3 +81,30 @@ def test_an_error_of_tinystores_own_sql_is_tinystores(pg):
     pg.rows("DROP TABLE {s}.steps")
     with pytest.raises(tinystore.StoreCorrupt):
         store._backend.step_answer(1, "x")
+
+
+def test_a_deadlock_of_tinystores_own_transaction_is_retried_inside(pg):
+    import threading
+    store = pg.open()
+    backend = store._backend
+    key = backend.q.queue_key
+    with psycopg.connect(pg.url, autocommit=True) as app:
+        app.execute("BEGIN")
+        app.execute("SELECT pg_advisory_xact_lock(%s, hashtext('b'))", (key,))
+        runs = []
+        holding_a = threading.Event()
+
+        def op(conn):
+            runs.append(1)
+            holding_a.set()
+            backend._writer.lock(conn, "b")  # waits for the application's transaction
+            return "done"
+        future = backend.submit(op, queues=["a"])
+        holding_a.wait(5)
+        time.sleep(0.1)
+        try:
+            app.execute("SELECT pg_advisory_xact_lock(%s, hashtext('a'))", (key,))  # a deadlock
+        except psycopg.errors.DeadlockDetected:
+            pass  # the server chose the application's transaction
+        app.execute("ROLLBACK")
+        assert future.result(timeout=10) == "done"
