@@ -54,6 +54,8 @@ class Where:
         kwargs: dict[str, Any] = {}
         if "connect_timeout" not in self.params:
             kwargs["connect_timeout"] = CONNECT_TIMEOUT
+        if not any(key.startswith("keepalives") for key in self.params):  # this side notices a server gone
+            kwargs.update(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
         if "application_name" not in self.params:
             kwargs["application_name"] = f"tinystore {self.schema}"[:63]
         return kwargs
