@@ -5,8 +5,7 @@ The contract, crash and limit tests (``tests/contract``, ``tests/crash``,
 parametrised over every backend ``kits.KITS`` has (SQLite is the one this
 version has), ``kit`` is that backend's test kit (see ``kits.py``) and
 ``target`` what ``tinystore.open`` takes for the test's store. The other
-folders are SQLite-only: on another backend their tests are skipped, and
-``store_path`` is the store's file.
+folders are SQLite-only, and ``store_path`` is the store's file.
 """
 
 from __future__ import annotations
@@ -25,12 +24,16 @@ TESTS = Path(__file__).parent
 BACKEND_NEUTRAL = ("contract", "crash", "limits")  # the folders whose tests run on every backend
 
 
-@pytest.fixture(params=list(kits.KITS))
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The backend-neutral folders' tests run once per backend; the others on SQLite only."""
+    if "backend" in metafunc.fixturenames:
+        folder = Path(metafunc.definition.path).relative_to(TESTS).parts[0]
+        metafunc.parametrize("backend", list(kits.KITS) if folder in BACKEND_NEUTRAL else ["sqlite"])
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
-    if request.param != "sqlite":
-        folder = Path(request.path).relative_to(TESTS).parts[0]
-        if folder not in BACKEND_NEUTRAL:
-            pytest.skip(f"tests/{folder} is SQLite-only: it runs on the sqlite backend, not on {request.param}")
+    """The backend under test, by its kit's name (see ``pytest_generate_tests``)."""
     return request.param
 
 
