@@ -147,8 +147,11 @@ class QueueRunner:
         claimed_here = 0
         while True:
             stopping = self.worker.stopping.is_set()
+            # One reading of the clock for the whole turn: read twice, a job could become due between the
+            # two, be claimed by neither and, with no timer in run_until_idle, be waited for forever.
+            now = clock.now()
             free = 0 if stopping else self.slots - len(self.running)
-            wants = free > 0 and (self.maybe_due or self._due(clock.now()))
+            wants = free > 0 and (self.maybe_due or self._due(now))
             want = free if self.settled or wants else 0
             if want and not self.is_async:
                 want = budget.take(self, want, wait=wants)  # the threads to run what it claims
@@ -181,7 +184,7 @@ class QueueRunner:
                 continue
             if stopping and not self.running:
                 return claimed_here
-            if until_idle and not self.running and not self._due(clock.now()):
+            if until_idle and not self.running and not self._due(now):
                 return claimed_here
             if self.wants_threads and not wants:
                 budget.leave(self)  # it waits in line only while it has due work and no threads for it
