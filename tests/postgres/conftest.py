@@ -9,6 +9,7 @@ CI run without its server is not green by accident.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -34,7 +35,8 @@ def pg_url() -> str:
     try:
         psycopg.connect(url, connect_timeout=3).close()
     except psycopg.Error as exc:
-        reason = f"the PostgreSQL server of TINYSTORE_TEST_POSTGRES ({url}) cannot be reached: {exc}".strip()
+        shown = re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)  # never a password in a report
+        reason = f"the PostgreSQL server of TINYSTORE_TEST_POSTGRES ({shown}) cannot be reached: {exc}".strip()
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)

@@ -469,12 +469,12 @@ class PostgresBackend(Backend):
         return self.submit(op, queues=[queue])
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
-        # No queue lock: it writes one job's progress, not what limits and order read; the job's row lock
-        # orders it with the settlement or cancel that may end the attempt meanwhile.
+        # No queue lock (the core does not name the queue, and it writes nothing that limits and order
+        # read): the lease's row lock orders it with whatever ends the attempt meanwhile.
         q = self.q
 
         def op(conn: PgConn) -> bool:
-            if conn.one(q.lease_held, (seq, attempt)) is None:
+            if conn.one(q.lease_held_locked, (seq, attempt)) is None:
                 return False
             conn.execute(q.job_progress, (value, seq))
             return True
@@ -489,7 +489,7 @@ class PostgresBackend(Backend):
         q = self.q
 
         def op(conn: PgConn) -> bool:
-            if conn.one(q.lease_held, (seq, attempt)) is None:
+            if conn.one(q.lease_held_locked, (seq, attempt)) is None:  # see progress
                 return False
             conn.execute(q.step_keep, (seq, name, attempt, answer))
             return True

@@ -151,6 +151,12 @@ DELETE FROM {schema}.steps WHERE job = ANY(%s::bigint[]);
 -- Whether an attempt still holds its lease.
 SELECT 1 FROM {schema}.leases WHERE job = %s AND attempt = %s;
 
+-- name: lease_held_locked
+-- Whether an attempt still holds its lease, locked until the transaction ends: a progress or a step
+-- written without the queue's lock cannot land after another process ended the lease and took the
+-- job again (that process's DELETE of the lease waits for this commit). SQLite's writer orders it.
+SELECT 1 FROM {schema}.leases WHERE job = %s AND attempt = %s FOR SHARE;
+
 -- name: lease_queue
 -- The queue of an attempt's lease, where it holds one (run.transaction locks that queue first).
 SELECT queue FROM {schema}.leases WHERE job = %s AND attempt = %s;
