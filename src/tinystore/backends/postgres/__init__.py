@@ -236,7 +236,10 @@ class PostgresBackend(Backend):
         self._usable()
         tx = getattr(self._local, "tx", None)
         if tx is not None:  # inside this thread's store.transaction(): read what it wrote
-            yield tx
+            try:
+                yield tx
+            except psycopg.Error as exc:
+                raise_translated(exc, self._where, queue)
             return
         try:
             with self._pool.connection() as raw:
