@@ -198,6 +198,9 @@ class Writer:
                 return None, [(future, None, translated(exc, self._where, work,
                                                         (unknown or MAYBE) if stage[0] == "commit" else None))
                               for fn, args, future, work, source, locks, unknown in batch]
+            except BaseException:  # not the server's: the transaction must not stay open for the next batch
+                self._roll_back(conn)
+                raise
 
     def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
         q = conn.q
