@@ -8,7 +8,9 @@
 --   jobs in id order is the same on both, and the indexes serve that order;
 -- * job seqs come from an identity column; no sequence table: a sequence never hands out a value
 --   twice, so SQLite's floor of seqs is not needed. Seqs are drawn under the queue's advisory lock
---   (see _writer), which makes their order the order of adding within a queue (JOB-01).
+--   (see _writer), which makes their order the order of adding within a queue (JOB-01);
+-- * no notices table: a commit's notices are sent with pg_notify on the schema's channel and heard by
+--   LISTEN (see _keeper), not logged for other processes to poll as on SQLite.
 
 CREATE TABLE {schema}.queues (
     name    text COLLATE "C" PRIMARY KEY,

@@ -5,6 +5,9 @@
 -- (%s::bigint[], unnest): psycopg adapts a Python list, and the statement is prepared once all the same.
 -- Text is read as text: PostgreSQL keeps only valid UTF-8 text, so SQLite's CAST(... AS BLOB) and its
 -- decoding of damaged rows have no counterpart.
+-- Not here on purpose: SQLite's seq_next, seqs_reserve and sequence_floor (the jobs table's identity
+-- hands out seqs), its notices log (notices are pg_notify, sent by the writer and by the watch trigger),
+-- and its lock-file columns of processes (liveness is an advisory lock: processes_unlocked).
 
 -- name: lock_queue
 -- One queue's transaction-level advisory lock (see _writer for why, and why several are taken sorted).
