@@ -243,3 +243,18 @@ def test_maintain_removes_expired(pg):
     clock.advance(120)
     assert store.maintain()["removed"] == 7
     assert pg.rows("SELECT count(*) FROM {s}.jobs") == [(0,)]
+
+
+def test_an_add_in_the_applications_transaction_holds_its_queue_until_it_ends(pg):
+    import psycopg
+    store = pg.open(lock_timeout=0.3)
+    q = store.queue("held")
+    other = store.queue("free")
+    with psycopg.connect(pg.url) as app:
+        q.add({"x": 1}, id="in-tx", conn=app)  # the queue's lock is the application transaction's now
+        with pytest.raises(tinystore.Locked):
+            q.add({"x": 2}, id="waits")
+        assert other.add({"x": 3}).added  # another queue is not held
+        app.commit()
+    assert q.add({"x": 2}, id="waits").added
+    assert [j.id for j in q.jobs()] == ["in-tx", "waits"]
