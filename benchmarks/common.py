@@ -8,6 +8,7 @@ baseline measured earlier in the same run, so that each row can say its ratio.
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import mmap
 import os
@@ -83,16 +84,39 @@ class Context:
     results: dict[str, list[Row]] = field(default_factory=dict)  # each workload's rows, once it ran
     templates: dict[str, Any] = field(default_factory=dict)  # closed store files that cases copy
     repeat: int = 1  # each throughput case runs this many times; the best run is reported
-    _files: int = 0
+    target: Optional["Target"] = None  # where the stores live: SQLite files in workdir unless given
+
+    def __post_init__(self) -> None:
+        if self.target is None:
+            self.target = Target(self.workdir)
 
     @property
     def synchronous(self) -> str:
         return {"full": "FULL", "normal": "NORMAL", "off": "OFF"}[self.durability]
 
+    @property
+    def postgres(self) -> bool:
+        return self.target.name == "postgres"
+
     def path(self, name: str) -> str:
-        """A new store file path in the run's folder."""
-        self._files += 1
-        return os.path.join(self.workdir, f"{self._files:03d}-{name}.db")
+        """A new store's location: a file path in the run's folder, or a new database's URL."""
+        return self.target.new(name)
+
+    def copy(self, src: str, name: str) -> str:
+        return self.target.copy(src, name)
+
+    def remove(self, location: str) -> None:
+        self.target.remove(location)
+
+    def count(self, location: str, sql: str, params: tuple = ()) -> int:
+        return self.target.count(location, sql, params)
+
+    def goal(self, key: str) -> Optional[float]:
+        """A target of this backend on this machine (``Target.targets``); None where it has none."""
+        return self.target.targets.get(key)
+
+    def not_measured(self, workload: str, case: str, why: str) -> "Row":
+        return Row(workload, f"{case}: not measured on {self.target.label}: {why}", None, "")
 
 
 def best_of(ctx: Context, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -179,6 +203,203 @@ def count_rows(path: str, sql: str, params: tuple = ()) -> int:
         conn.close()
 
 
+# Where the stores live: a SQLite file, or a database of a PostgreSQL server
+
+class Target:
+    """The one place where the backends differ, for the workloads: where a store lives, how it is made,
+    copied, counted and removed. A location is what ``tinystore.open`` and ``child.py`` take.
+
+    SQL given to ``count`` names tables as ``{jobs}``, ``{leases}``... and parameters as ``?``.
+    """
+
+    name = "sqlite"
+    label = "SQLite"
+    # Targets that are numbers for this machine and this backend (None: no target on it). The ones
+    # relative to the raw baseline or to another figure of the same run are the workloads' own.
+    targets: dict[str, Optional[float]] = {
+        "w1_many_per_s": 100_000, "w2_async_per_s": 20_000, "w2_sync_per_s": 10_000,
+        "w3_same_p99_ms": 5, "w3_other_p50_ms": 5, "w3_other_p99_ms": 20, "w5_ms_per_1000": 5,
+    }
+
+    def __init__(self, workdir: str):
+        self.workdir = workdir
+        self._made = 0
+
+    def _name(self, name: str) -> str:
+        self._made += 1
+        return f"{self._made:03d}-{name}"
+
+    def new(self, name: str) -> str:
+        """A location for a new store (nothing there yet: ``tinystore.open`` makes it)."""
+        return os.path.join(self.workdir, self._name(name) + ".db")
+
+    def copy(self, src: str, name: str) -> str:
+        """A copy of the closed store at ``src``, on disk before it is returned."""
+        return copy_store(src, self.new(name))
+
+    def copy_as_left(self, src: str, name: str) -> str:
+        """A copy of a store as a process killed while holding it left it (W5: nothing checkpointed)."""
+        dst = self.new(name)
+        for suffix in ("", "-wal"):
+            if os.path.exists(src + suffix):
+                shutil.copyfile(src + suffix, dst + suffix)
+        return dst
+
+    def count(self, location: str, sql: str, params: tuple = ()) -> int:
+        return count_rows(location, sql.format(**{t: f"tinystore_{t}" for t in TABLES}), params)
+
+    def remove(self, location: str) -> None:
+        remove_store(location)
+
+    def tally(self, location: str) -> str:
+        """The shared file that counts jobs run across the processes draining ``location``."""
+        return location + "-tally"
+
+    raw_label = "raw SQLite"
+
+    def raw_scattered(self, rows: int, every: int, durability: str) -> tuple[float, float]:
+        """W4's raw row: jobs/s of updating and deleting 1 row in ``every``, and of every row (200/txn)."""
+        import baseline
+        path = self.new("w4-raw-scattered")
+        synchronous = durability.upper()
+        spread = baseline.scattered(path, synchronous, rows, every)
+        packed = baseline.scattered(path, synchronous, rows, 1)
+        remove_store(path)
+        return spread, packed
+
+    def close(self) -> None:
+        """Remove whatever the run left (the folder is removed by run.py)."""
+
+
+TABLES = ("jobs", "leases", "groups", "steps", "processes")
+
+
+class PostgresTarget(Target):
+    """Each store is a database of its own (``ts_bench_<hex>_<n>``) on the server of ``admin_url``,
+    tables in schema ``tinystore``; a copy is ``CREATE DATABASE ... TEMPLATE`` (a file copy of a database
+    nobody is connected to) followed by a CHECKPOINT, so that the copy's pages are on disk before the
+    clock starts, as a SQLite copy is synced. Every database made is dropped ``WITH (FORCE)`` at close."""
+
+    name = "postgres"
+    label = "PostgreSQL"
+    targets = {
+        "w1_many_per_s": None, "w2_async_per_s": 10_000, "w2_sync_per_s": None,
+        "w3_same_p99_ms": 10, "w3_other_p50_ms": 3, "w3_other_p99_ms": 10, "w5_ms_per_1000": None,
+    }
+
+    def __init__(self, workdir: str, admin_url: str):
+        super().__init__(workdir)
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        self._psycopg = psycopg
+        self.admin_url = admin_url
+        self._params = conninfo_to_dict(admin_url)
+        self.prefix = f"ts_bench_{os.urandom(4).hex()}"
+        self.databases: list[str] = []
+        self._admin = psycopg.connect(admin_url, autocommit=True)
+
+    def url(self, dbname: str) -> str:
+        """The URL of a database of this server (the admin URL's user, host, port and password)."""
+        params = dict(self._params, dbname=dbname)
+        user = params.get("user") or ""
+        password = params.get("password")
+        host = params.get("host") or "127.0.0.1"
+        port = params.get("port") or "5432"
+        auth = f"{user}{':' + password if password else ''}@" if user else ""
+        return f"postgresql://{auth}{host}:{port}/{dbname}"
+
+    def dbname(self, location: str) -> str:
+        return location.rsplit("/", 1)[1].split("?")[0]
+
+    def _create(self, name: str, template: Optional[str] = None) -> str:
+        dbname = f"{self.prefix}_{self._made + 1:03d}"
+        self._made += 1
+        self.databases.append(dbname)
+        sql = f'CREATE DATABASE "{dbname}"'
+        if template is not None:
+            sql += f' TEMPLATE "{template}"'
+        for attempt in range(20):  # a template's last sessions may take a moment to end
+            try:
+                self._admin.execute(sql)
+                break
+            except self._psycopg.errors.ObjectInUse:
+                if attempt == 19:
+                    raise
+                time.sleep(0.25)
+        return self.url(dbname)
+
+    def new(self, name: str) -> str:
+        return self._create(name)
+
+    def copy(self, src: str, name: str) -> str:
+        dst = self._create(name, template=self.dbname(src))
+        self._admin.execute("CHECKPOINT")
+        return dst
+
+    def copy_as_left(self, src: str, name: str) -> str:
+        return self.copy(src, name)
+
+    def count(self, location: str, sql: str, params: tuple = ()) -> int:
+        sql = sql.format(**{t: f"tinystore.{t}" for t in TABLES}).replace("?", "%s")
+        with self._psycopg.connect(location, autocommit=True) as conn:
+            return conn.execute(sql, params).fetchone()[0]
+
+    def remove(self, location: str) -> None:
+        dbname = self.dbname(location)
+        self._admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        if dbname in self.databases:
+            self.databases.remove(dbname)
+        if os.path.exists(self.tally(location)):
+            os.remove(self.tally(location))
+
+    def tally(self, location: str) -> str:
+        return os.path.join(self.workdir, self.dbname(location) + "-tally")
+
+    raw_label = "raw psycopg"
+
+    def raw_scattered(self, rows: int, every: int, durability: str) -> tuple[float, float]:
+        import baseline_postgres
+        url = self.new("w4-raw-scattered")
+        try:
+            setting = baseline_postgres.synchronous_commit(durability)
+            return (baseline_postgres.scattered(url, setting, rows, every),
+                    baseline_postgres.scattered(url, setting, rows, 1))
+        finally:
+            self.remove(url)
+
+    def server(self) -> dict[str, Any]:
+        """The server's version and the settings a commit's cost depends on."""
+        found = {}
+        for setting in ("server_version", "synchronous_commit", "fsync", "wal_sync_method", "full_page_writes",
+                        "shared_buffers"):
+            found[setting] = self._admin.execute(f"SHOW {setting}").fetchone()[0]
+        return found
+
+    def close(self) -> None:
+        for dbname in list(self.databases):
+            try:
+                self._admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            except self._psycopg.Error as exc:
+                print(f"could not drop database {dbname}: {exc}", file=sys.stderr)
+        self.databases.clear()
+        self._admin.close()
+
+
+def reachable(admin_url: str) -> Optional[str]:
+    """None when the PostgreSQL server of ``admin_url`` answers; else why not."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        return f"psycopg is not installed ({exc})"
+    try:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}"
+    return None
+
+
 # Child processes
 
 def start_child(*args: str) -> subprocess.Popen:
@@ -240,7 +461,9 @@ class CommitCounter:
     """Counts the writer's transactions (each one BEGIN IMMEDIATE ... COMMIT, one fsync at FULL).
 
     It wraps the SQLite backend's ``Writer._run`` (one call = one write
-    transaction of the group-commit writer). Commits made through
+    transaction of the group-commit writer), and the PostgreSQL backend's
+    (one call = one batch's transaction, BEGIN ... COMMIT; a batch the server
+    asked to run again counts once). Commits made through
     ``store.transaction()`` (``run.transaction`` steps) are not counted. When
     the writer is not found (the core changed), ``available`` is false and
     commit figures are reported as unknown.
@@ -257,18 +480,19 @@ class CommitCounter:
         if cls._installed is not None:
             return cls._installed
         counter = cls._installed = cls()
-        try:
-            from tinystore.backends.sqlite import _writer
-            original = _writer.Writer._run
-        except (ImportError, AttributeError):
-            return counter
+        for module in ("tinystore.backends.sqlite._writer", "tinystore.backends.postgres._writer"):
+            try:
+                writer = importlib.import_module(module).Writer
+                original = writer._run
+            except (ImportError, AttributeError):
+                continue
 
-        def counted(self: Any, batch: Any) -> Any:
-            counter.count += 1
-            return original(self, batch)
+            def counted(self: Any, batch: Any, _original: Any = original) -> Any:
+                counter.count += 1
+                return _original(self, batch)
 
-        _writer.Writer._run = counted
-        counter.available = True
+            writer._run = counted
+            counter.available = True
         return counter
 
     def read(self) -> Optional[int]:

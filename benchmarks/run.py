@@ -2,6 +2,7 @@
 
     python benchmarks/run.py [--small] [--only W1,W3] [--durability full] [--repeat N]
                              [--results DIR] [--markdown] [--keep]
+                             [--backend sqlite|postgres] [--postgres ADMIN_URL]
 
 The workloads are ``workloads/w1_add.py`` ... ``w6_steps.py`` (docs/benchmarks.md
 says what each measures); worker processes run
@@ -13,6 +14,13 @@ in Markdown beside them (``.md``). ``--repeat N`` runs each throughput case N
 times and reports the best run (for a machine others share).
 ``--only LIMITS`` / ``--only WATCH`` run ``benchmarks/limits.py`` /
 ``benchmarks/watch.py`` where they exist (not part of the default run).
+
+``--backend postgres``: every store is a new database on the PostgreSQL
+server of ``--postgres`` (the admin connection's URL; each database is
+dropped at the end), the workers get its URL, and the baseline is raw psycopg
+on that server (``baseline_postgres.py``), at the ``synchronous_commit``
+tinystore sets for the durability. What differs between the backends is in
+``common.Target`` / ``common.PostgresTarget``.
 """
 
 from __future__ import annotations
@@ -34,16 +42,18 @@ from typing import Any, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baseline  # noqa: E402
-from common import FULL, HERE, SMALL, Context, Row  # noqa: E402
+from common import FULL, HERE, SMALL, Context, PostgresTarget, Row, Target, reachable  # noqa: E402
 
 DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6"]
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 OPTIONAL = {"LIMITS": "limits", "WATCH": "watch"}  # modules other helpers write: main(argv)
 
 
-def environment(durability: str, workdir: str) -> dict[str, Any]:
+def environment(durability: str, workdir: str, target: Target) -> dict[str, Any]:
     import tinystore
 
-    return {
+    found = {
+        "backend": target.name,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
@@ -55,6 +65,17 @@ def environment(durability: str, workdir: str) -> dict[str, Any]:
         "load_average_at_start": list(os.getloadavg()),
         "store_folder": workdir,
     }
+    if isinstance(target, PostgresTarget):
+        found["postgres"] = {"server": _scrubbed(target.admin_url), "database_prefix": target.prefix,
+                             **target.server()}
+    return found
+
+
+def _scrubbed(url: str) -> str:
+    """The URL without its password."""
+    from psycopg.conninfo import conninfo_to_dict
+    params = conninfo_to_dict(url)
+    return f"postgresql://{params.get('user', '')}@{params.get('host', '')}:{params.get('port', '5432')}"
 
 
 def _git(*args: str) -> Optional[str]:
@@ -65,9 +86,11 @@ def _git(*args: str) -> Optional[str]:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def run_optional(name: str, small: bool, durability: str) -> list[Row]:
+def run_optional(name: str, small: bool, durability: str, ctx: Context) -> list[Row]:
     """Call ``benchmarks/<module>.py``'s ``main(argv)`` (written by another helper); it prints its own table."""
     module_name = OPTIONAL[name]
+    if ctx.postgres:
+        return [ctx.not_measured(name, f"benchmarks/{module_name}.py", "it opens SQLite files only")]
     if not os.path.exists(os.path.join(HERE, module_name + ".py")):
         return [Row(name, f"benchmarks/{module_name}.py not found", None, "")]
     module = importlib.import_module(module_name)
@@ -112,6 +135,22 @@ def table_lines(rows: list[Row], markdown: bool = False) -> list[str]:
 
 def header_lines(env: dict[str, Any], base: dict[str, Any], command: str) -> list[str]:
     s, b = base["single"], base["batched"]
+    if env.get("backend") == "postgres":
+        pg = env["postgres"]
+        return [
+            f"command: {command}",
+            f"machine: {env['cores']} cores, Python {env['python']}, PostgreSQL {pg['server_version']} at "
+            f"{pg['server']} (fsync={pg['fsync']}, wal_sync_method={pg['wal_sync_method']}, shared_buffers="
+            f"{pg['shared_buffers']}), durability {env['durability']} (synchronous_commit="
+            f"{base['synchronous_commit']}), tinystore {env['tinystore']} at "
+            f"{env['commit']}{' (src modified)' if env['dirty'] else ''}, load average at start "
+            f"{env['load_average_at_start'][0]:.2f}",
+            f"raw psycopg baseline (same run, same server, one connection): 1 row/txn: insert "
+            f"{s['insert_per_s']:,.0f}/s, update {s['update_per_s']:,.0f}/s, delete {s['delete_per_s']:,.0f}/s, "
+            f"life {s['life_per_s']:,.0f} jobs/s, one commit {base['commit_ms']:.2f} ms (one every 20 ms: "
+            f"{base['commit_paced_ms']:.2f} ms), one round trip {base['round_trip_ms']:.3f} ms; 100 rows/txn: "
+            f"insert {b['insert_per_s']:,.0f}/s, life {b['life_per_s']:,.0f} jobs/s",
+        ]
     return [
         f"command: {command}",
         f"machine: {env['cores']} cores, Python {env['python']}, SQLite {env['sqlite']}, durability "
@@ -123,6 +162,22 @@ def header_lines(env: dict[str, Any], base: dict[str, Any], command: str) -> lis
         f"one commit {base['commit_ms']:.2f} ms (one every 20 ms: {base['commit_paced_ms']:.2f} ms); "
         f"100 rows/txn: insert {b['insert_per_s']:,.0f}/s, life {b['life_per_s']:,.0f} jobs/s",
     ]
+
+
+def measure_baseline(ctx: Context) -> dict[str, Any]:
+    """The raw baseline of the run's backend, at its durability setting, on the same disk or server."""
+    sizes = ctx.sizes
+    if not ctx.postgres:
+        return baseline.run(ctx.workdir, ctx.synchronous, sizes["baseline_single"], sizes["baseline_batched"],
+                            sizes["baseline_paced"], sizes["w3_interval"], ctx.repeat)
+    import baseline_postgres
+    url = ctx.path("baseline")
+    try:
+        return baseline_postgres.run(url, baseline_postgres.synchronous_commit(ctx.durability),
+                                     sizes["baseline_single"], sizes["baseline_batched"], sizes["baseline_paced"],
+                                     sizes["w3_interval"], ctx.repeat)
+    finally:
+        ctx.remove(url)
 
 
 def write_results(document: dict[str, Any], markdown: list[str], folder: str) -> str:
@@ -150,6 +205,11 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--results", default=os.path.join(HERE, "results"), help="folder for the JSON")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--keep", action="store_true", help="keep the store files (their folder is printed)")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                        help="where the stores live: SQLite files, or databases of a PostgreSQL server")
+    parser.add_argument("--postgres", default=ADMIN_URL, metavar="ADMIN_URL",
+                        help=f"with --backend postgres: the server's admin connection ({ADMIN_URL}); "
+                             "each store is a database made there for it and dropped at the end")
     args = parser.parse_args(argv)
     args.only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
     unknown = [w for w in args.only if w not in DEFAULT and w not in OPTIONAL]
@@ -163,24 +223,28 @@ def main(argv: Optional[list[str]] = None) -> int:
     from workloads import ALL
 
     command = "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.backend == "postgres":
+        why = reachable(args.postgres)
+        if why is not None:
+            print(f"the PostgreSQL server of --postgres cannot be reached: {why}", file=sys.stderr)
+            return 2
     workdir = tempfile.mkdtemp(prefix="tinystore-bench-")
-    env = environment(args.durability, workdir)
+    target = PostgresTarget(workdir, args.postgres) if args.backend == "postgres" else Target(workdir)
+    env = environment(args.durability, workdir, target)
     ctx = Context(sizes=SMALL if args.small else FULL, durability=args.durability, workdir=workdir,
-                  repeat=max(1, args.repeat))
+                  repeat=max(1, args.repeat), target=target)
     began = time.perf_counter()
     failures = 0
     header: list[str] = []
     try:
-        ctx.baseline = baseline.run(workdir, ctx.synchronous, ctx.sizes["baseline_single"],
-                                    ctx.sizes["baseline_batched"], ctx.sizes["baseline_paced"],
-                                    ctx.sizes["w3_interval"], ctx.repeat)
+        ctx.baseline = measure_baseline(ctx)
         header = header_lines(env, ctx.baseline, command.strip())
         for line in header:
             print(line, flush=True)
         for name in args.only:
             started = time.perf_counter()
             try:
-                rows = run_optional(name, args.small, args.durability) if name in OPTIONAL else ALL[name].run(ctx)
+                rows = run_optional(name, args.small, args.durability, ctx) if name in OPTIONAL else ALL[name].run(ctx)
             except Exception as exc:  # one workload's failure is reported; the others still run
                 failures += 1
                 traceback.print_exc()
@@ -191,6 +255,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"{time.perf_counter() - started:.1f}s", file=sys.stderr, flush=True)
     finally:
         if not args.keep:
+            target.close()
             shutil.rmtree(workdir, ignore_errors=True)
     rows = [r for name in args.only for r in ctx.results.get(name, [])]
     env["load_average_at_end"] = list(os.getloadavg())
@@ -203,6 +268,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     markdown = [f"- {line}" for line in header] + ["", *table_lines(rows, markdown=True)]
     path = write_results(document, markdown, args.results)
     kept = f"; store files in {workdir}" if args.keep else ""
+    if args.keep and ctx.postgres:
+        kept = f"; databases {target.prefix}_* kept on the server, tallies in {workdir}"
     print(f"\n{len(rows)} figures in {env['seconds']:.0f}s; JSON: {path}{kept}")
     return 1 if failures else 0
 

@@ -112,9 +112,11 @@ def _rows(where: str, latencies: list, late: list, ctx: Context) -> list[Row]:
     # pause: "one commit" is the raw commit made at the same pace (baseline.py, commit_paced_ms).
     commit = ctx.baseline["commit_paced_ms"]
     if where == "same process":
-        targets = {50: (commit + 1, f"<= one paced commit + 1 ms ({commit + 1:.2f})"), 99: (5, "<= 5 ms")}
+        targets = {50: (commit + 1, f"<= one paced commit + 1 ms ({commit + 1:.2f})")}
+        goals = {99: ctx.goal("w3_same_p99_ms")}
     else:
-        targets = {50: (5, "<= 5 ms"), 99: (20, "<= 20 ms")}
+        targets, goals = {}, {50: ctx.goal("w3_other_p50_ms"), 99: ctx.goal("w3_other_p99_ms")}
+    targets.update({p: (goal, f"<= {goal:g} ms") for p, goal in goals.items() if goal is not None})
     rows = []
     for p in (50, 90, 99):
         value = percentile(ms, p)

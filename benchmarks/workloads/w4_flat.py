@@ -21,9 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import baseline
-from common import (WEEK, Context, Row, best_of, copy_store, fill, finish, ratio, read_json, read_line, remove_store,
-                    say, start_child)
+from common import WEEK, Context, Row, best_of, fill, finish, ratio, read_json, read_line, say, start_child
 from workloads.w2_drain import drain_copy, row, template
 
 TITLE = "flat cost"
@@ -61,7 +59,7 @@ def _groups_file(ctx: Context, jobs: int) -> tuple[str, int]:
 def _serve_groups(ctx: Context, source: str, others: int) -> dict[str, Any]:
     """Serve a copy of ``source`` until the jobs outside the hot group ran (best of ``ctx.repeat``)."""
     def once() -> dict[str, Any]:
-        path = copy_store(source, ctx.path("w4-groups-run"))
+        path = ctx.copy(source, "w4-groups-run")
         child = start_child("groups", path, "--durability", ctx.durability, "--hot", HOT, "--others", str(others),
                             "--hot-seconds", str(ctx.sizes["w4_hot_seconds"]))
         try:
@@ -70,7 +68,7 @@ def _serve_groups(ctx: Context, source: str, others: int) -> dict[str, Any]:
             got = read_json(child)
         finally:
             finish(child)
-            remove_store(path)
+            ctx.remove(path)
         return {**got, "seconds": got["ended"] - got["began"]}
     return best_of(ctx, once)
 
@@ -83,14 +81,12 @@ def _rss_note(peak: float | None, w2_peak: float | None) -> tuple[str, bool | No
 
 
 def _raw_scattered(ctx: Context, jobs: int) -> Row:
-    """Raw SQLite on the groups case's layout: claim-update and delete 1 row in 10, against every row."""
+    """The raw baseline on the groups case's layout: claim-update and delete 1 row in 10, against every row."""
     every = round(1 / (1 - ctx.sizes["w4_hot"]))
-    path = ctx.path("w4-raw-scattered")
-    spread = baseline.scattered(path, ctx.synchronous, jobs, every)
-    packed = baseline.scattered(path, ctx.synchronous, jobs, 1)
-    remove_store(path)
-    return Row("W4", f"  raw SQLite: update + delete of 1 row in {every} vs every row, 200/txn", spread, "jobs/s",
-               ratio(spread, packed), "every row", "", None, {"every_row_per_s": packed})
+    spread, packed = ctx.target.raw_scattered(jobs, every, ctx.durability)
+    case = f"  {ctx.target.raw_label}: update + delete of 1 row in {every} vs every row, 200/txn"
+    return Row("W4", case, spread, "jobs/s", ratio(spread, packed), "every row", "", None,
+               {"every_row_per_s": packed})
 
 
 def run(ctx: Context) -> list[Row]:
@@ -103,10 +99,10 @@ def run(ctx: Context) -> list[Row]:
         rows.append(row("W4", f"{jobs:,} jobs, async, 1 process (W2 again, the reference)", jobs, plain, ctx))
         w2_rate, w2_peak = rows[-1].value, plain["peak_rss_mib"]
 
-        with_backlog = copy_store(backlog, ctx.path(f"w4-backlog-{jobs}"))
+        with_backlog = ctx.copy(backlog, f"w4-backlog-{jobs}")
         fill(with_backlog, ctx.durability, jobs)
         measured = drain_copy(ctx, with_backlog, f"w4-backlog-{jobs}-run")
-        remove_store(with_backlog)
+        ctx.remove(with_backlog)
         r = row("W4", f"{jobs:,} jobs + {ctx.sizes['w4_backlog']:,} next week, async, 1 process", jobs, measured,
                 ctx, reference=w2_rate, vs="W2 again")
         note, rss_ok = _rss_note(measured["peak_rss_mib"], w2_peak)
@@ -117,7 +113,7 @@ def run(ctx: Context) -> list[Row]:
 
         grouped, others = _groups_file(ctx, jobs)
         got = _serve_groups(ctx, grouped, others)
-        remove_store(grouped)
+        ctx.remove(grouped)
         rate = others / got["seconds"]
         note, rss_ok = _rss_note(got["peak_rss_mib"], w2_peak)
         met = None if w2_rate is None else rate >= 0.9 * w2_rate and rss_ok is not False

@@ -10,22 +10,27 @@ the medians, per 1,000 leases. On every copy the leases must all be gone and
 the jobs queued again, their attempt counted. Beside it: how long plain
 sqlite3 takes for its first read of such a copy (SQLite's own recovery of
 the WAL index, which the first open pays too).
+
+On PostgreSQL the killed worker's database is copied with ``CREATE DATABASE
+... TEMPLATE`` (its registration and leases are rows; its liveness lock, a
+session's advisory lock, went with its connections), and the open of each
+copy finds it dead in ``pg_locks`` and ends its leases; the raw read beside
+it is a plain psycopg connection counting the leases.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
 import time
 
 import tinystore
 
-from common import QUEUE, Context, Row, copy_store, count_rows, finish, read_line, start_child
+from common import QUEUE, Context, Row, finish, read_line, start_child
 from workloads.w2_drain import template
 
 TITLE = "recovery"
-REQUEUED = "SELECT count(*) FROM tinystore_jobs WHERE queue = ? AND state = 'queued' AND attempt = 1"
+REQUEUED = "SELECT count(*) FROM {jobs} WHERE queue = ? AND state = 'queued' AND attempt = 1"
+LEASES = "SELECT count(*) FROM {leases}"
 
 
 def _timed_open(path: str, durability: str) -> float:
@@ -36,17 +41,9 @@ def _timed_open(path: str, durability: str) -> float:
     return seconds
 
 
-def _copy_as_left(path: str, dst: str) -> str:
-    """A copy of the file and WAL the dead process left (no lock file: nobody holds its leases)."""
-    for suffix in ("", "-wal"):
-        if os.path.exists(path + suffix):
-            shutil.copyfile(path + suffix, dst + suffix)
-    return dst
-
-
 def _crash_holding(ctx: Context, leases: int) -> tuple[str, float]:
     """A store file left by a process killed while it held ``leases`` leases; the seconds it took to claim them."""
-    path = copy_store(template(ctx, leases), ctx.path(f"w5-{leases}"))
+    path = ctx.copy(template(ctx, leases), f"w5-{leases}")
     child = start_child("hold", path, "--durability", ctx.durability, "--leases", str(leases))
     try:
         read_line(child, "ready", timeout=120)
@@ -64,23 +61,31 @@ def run(ctx: Context) -> list[Row]:
     rows = []
     for leases in ctx.sizes["w5_leases"]:
         crashed, claimed = _crash_holding(ctx, leases)
-        raw_copy = _copy_as_left(crashed, ctx.path(f"w5-{leases}-raw"))
+        raw_copy = ctx.target.copy_as_left(crashed, f"w5-{leases}-raw")
         began = time.perf_counter()
-        held = count_rows(raw_copy, "SELECT count(*) FROM tinystore_leases")  # SQLite's own WAL recovery
+        held = ctx.count(raw_copy, LEASES)  # SQLite's own WAL recovery
         raw = time.perf_counter() - began
+        ctx.remove(raw_copy)
         firsts, seconds, ok = [], [], held == leases
         for i in range(ctx.sizes["w5_repeats"]):
-            path = _copy_as_left(crashed, ctx.path(f"w5-{leases}-{i}"))
+            path = ctx.target.copy_as_left(crashed, f"w5-{leases}-{i}")
             firsts.append(_timed_open(path, ctx.durability))
-            ok = ok and count_rows(path, "SELECT count(*) FROM tinystore_leases") == 0
-            ok = ok and count_rows(path, REQUEUED, (QUEUE,)) == leases
+            ok = ok and ctx.count(path, LEASES) == 0
+            ok = ok and ctx.count(path, REQUEUED, (QUEUE,)) == leases
             seconds.append(_timed_open(path, ctx.durability))
+            ctx.remove(path)
+        ctx.remove(crashed)
         first, second = statistics.median(firsts), statistics.median(seconds)
         per_1000 = (first - second) * 1000 / leases * 1000
+        goal = ctx.goal("w5_ms_per_1000")
+        if goal is None:
+            target, met = "every lease ended, every job queued again", ok
+        else:
+            target, met = f"<= {goal:g} ms per 1,000 leases", per_1000 <= goal and ok
         rows.append(Row("W5", f"open after a crash with {leases:,} leases, per 1,000", per_1000, "ms",
-                        None, "", "<= 5 ms per 1,000 leases", per_1000 <= 5 and ok,
+                        None, "", target, met,
                         {"leases_held": held, "open_ms_median": first * 1000, "clean_open_ms_median": second * 1000,
                          "open_ms": [t * 1000 for t in firsts], "clean_open_ms": [t * 1000 for t in seconds],
-                         "raw_sqlite_first_read_ms": raw * 1000, "all_ended_and_requeued": ok,
+                         f"raw_{ctx.target.name}_first_read_ms": raw * 1000, "all_ended_and_requeued": ok,
                          "claim_seconds_in_child": claimed}))
     return rows
