@@ -4,11 +4,12 @@
 gave ``tinystore.open``: a file path is a SQLite store (``sqlite/``), a
 ``postgresql://`` or ``postgres://`` URL a PostgreSQL one (``postgres/``).
 
-For an operator's commands (``tinystore status FILE``...), which never make
+For an operator's commands (``tinystore status STORE``...), which never make
 a store of what they are given: ``open_existing`` opens a store that exists
 already, for reading only where asked (it then writes nothing to it), and
-``check`` says whether a store is damaged (a ``CheckReport``). They pick the
-backend from the target as ``open_backend`` does.
+``check`` says whether a SQLite store is damaged (a ``CheckReport``). They
+pick the backend from the target as ``open_backend`` does. ``shown`` is a
+target as messages show it: a URL never with its password.
 """
 
 from __future__ import annotations
@@ -98,19 +99,42 @@ class CheckReport:
     advice: Optional[str]
 
 
-def open_existing(target: "str | os.PathLike[str]", read_only: bool = False) -> Backend:
+def open_existing(target: "str | os.PathLike[str]", read_only: bool = False,
+                  schema: Optional[str] = None) -> Backend:
     """The backend of the store at ``target``, which must exist already: never makes one.
 
-    A missing file, a directory, a file that is not a SQLite database or one
-    without tinystore's tables is refused with ``InvalidArgument``, before
-    anything writes to it; damage met meanwhile is ``StoreCorrupt``.
-    ``read_only``: the backend registers nothing and writes nothing (its
-    writes raise ``Error``), so it reads a store this process may not write;
-    a store of an earlier version's tables is opened writable all the same,
-    as its tables must be migrated first. Else it is opened as
-    ``tinystore.open`` opens it, with its defaults.
+    A SQLite file: a missing file, a directory, a file that is not a SQLite
+    database or one without tinystore's tables is refused with
+    ``InvalidArgument``, before anything writes to it; damage met meanwhile
+    is ``StoreCorrupt``. ``read_only``: the backend registers nothing and
+    writes nothing (its writes raise ``Error``), so it reads a store this
+    process may not write; a store of an earlier version's tables is opened
+    writable all the same, as its tables must be migrated first. Else it is
+    opened as ``tinystore.open`` opens it, with its defaults.
+
+    A PostgreSQL URL (``schema``: ``tinystore`` unless given; for a URL
+    only): a URL that cannot be read, a server that cannot be reached or
+    refuses the user, a database that does not exist and a schema without
+    tinystore's tables are refused with ``InvalidArgument`` (one line naming
+    host, port and database, never the password), after one read of the
+    catalog on a connection of its own, which writes and creates nothing
+    (``postgres._existing``). The store is then opened as ``tinystore.open``
+    opens it, ``read_only`` or not: the database enforces what this user
+    may read and write, and the one write of such an open, the process's
+    registration (one row), is removed by its close.
     """
-    path = _existing_path(target)
+    if is_url(target):
+        schema = _schema_name("tinystore" if schema is None else schema)
+        try:
+            from .postgres import _existing  # imported here: psycopg loads only for a PostgreSQL store
+        except ImportError as exc:
+            raise Error(f"a PostgreSQL store needs psycopg 3 and its pool: pip install \"tinystore[postgres]\" "
+                        f"({exc})") from exc
+        _existing.check_store(target, schema)
+        return open_backend(target, durability="full", lock_timeout=LOCK_TIMEOUT, schema=schema)
+    if schema is not None:
+        raise InvalidArgument(f"schema={schema!r} is for a PostgreSQL URL; a SQLite store is one file")
+    path = _path(target)
     from .sqlite import _files, _readonly
     _files.check_store(path)
     if read_only:
@@ -121,18 +145,56 @@ def open_existing(target: "str | os.PathLike[str]", read_only: bool = False) -> 
 
 
 def check(target: "str | os.PathLike[str]", *, quick: bool = False, limit: int = 100) -> CheckReport:
-    """Read every page of the store at ``target`` and each of its jobs, writing nothing: what was found.
+    """Read every page of the SQLite store at ``target`` and each of its jobs, writing nothing: what was found.
 
     ``quick``: a faster check that does not compare every index with its
     table; ``limit``: at most this many problems are read from the database's
-    own check. A target that is not an existing store is ``InvalidArgument``.
+    own check. A target that is not an existing store is ``InvalidArgument``;
+    so is a PostgreSQL URL: the server checks its own pages (data checksums,
+    ``pg_amcheck``), and reads no page it cannot verify, so there is nothing
+    of SQLite's kind to check from here.
     """
-    path = _existing_path(target)
+    if is_url(target):
+        raise InvalidArgument(f"tinystore check reads the pages of a SQLite store file, and {shown(target)} is "
+                              f"a PostgreSQL database: the server checks its own pages (enable data checksums; "
+                              f"run pg_amcheck)")
+    path = _path(target)
     from .sqlite import _check
     return _check.check(path, quick=quick, limit=limit)
 
 
-def _existing_path(target: Any) -> str:
-    if isinstance(target, str) and target.startswith(URL_SCHEMES):
-        raise InvalidArgument("this version of tinystore stores jobs in SQLite files only; give a file path")
-    return _path(target)
+def is_url(target: Any) -> bool:
+    """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
+    return isinstance(target, str) and target.startswith(URL_SCHEMES)
+
+
+def _schema_name(schema: Any) -> str:
+    if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
+        raise InvalidArgument(f"schema {schema!r} must match [a-z_][a-z0-9_]{{0,62}}")
+    return schema
+
+
+def shown(target: Any) -> str:
+    """``target`` as a message shows it: a PostgreSQL URL without its password, a path as it is.
+
+    ``postgresql://user:secret@host/db`` is shown as ``postgresql://user@host/db``
+    (all of the userinfo after the user's name goes, up to the last ``@`` before
+    the query), and a ``password=`` parameter of the query is left out.
+    """
+    if not is_url(target):
+        try:
+            return os.fspath(target)
+        except TypeError:
+            return repr(target)
+    scheme, _, rest = target.partition("://")
+    ends = [i for i in (rest.find("?"), rest.find("#")) if i >= 0]
+    at = rest.rfind("@", 0, min(ends) if ends else len(rest))
+    if at >= 0:
+        user = rest[:at].partition(":")[0]
+        rest = (user + "@" if user else "") + rest[at + 1:]
+    base, question, query = rest.partition("?")
+    if question:
+        query, hash_, fragment = query.partition("#")
+        kept = [p for p in query.split("&") if p and p.partition("=")[0].lower() != "password"]
+        rest = base + ("?" + "&".join(kept) if kept else "") + hash_ + fragment
+    return f"{scheme}://{rest}"

@@ -8,17 +8,22 @@
 - ``cancel``    take a job away
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
-- ``check``     read every page of a store file and say whether it is damaged
+- ``check``     read every page of a SQLite store file and say whether it is damaged
 - ``_common``   opening a store (read-only for the commands that only read), output for people or
   ``--json``, progress
 
-The command knows no database: it opens stores through ``tinystore.backends``
-(``open_existing``, ``check``) and uses the public API; every error of the
-store reaches it as a ``tinystore.Error``.
+STORE, the first argument of every command but ``worker``, is a SQLite file
+or a ``postgresql://`` URL (``--schema NAME`` where tinystore's tables are not
+in schema ``tinystore``); ``worker`` serves the store its module opened,
+either kind. The command knows no database: it opens stores through
+``tinystore.backends`` (``open_existing``, ``check``) and uses the public API;
+every error of the store reaches it as a ``tinystore.Error``. A URL is never
+printed with its password.
 
 Exit status: 0 done; 1 the job was not in a state the command acts on (for
-``check``: the file is damaged); 2 bad input (no such file, not a store, no
-such queue or job, bad JSON, a module that does not import), reported in one
+``check``: the file is damaged); 2 bad input (no such file, not a store, a
+server that cannot be reached, no such database or schema, no such queue or
+job, bad JSON, a module that does not import), reported in one
 line on stderr with nothing changed, and a damaged store met while reading
 (StoreCorrupt, saying to run ``tinystore check``); 130 interrupted.
 """
@@ -31,6 +36,7 @@ import sys
 from typing import Optional, Sequence
 
 import tinystore
+from tinystore import backends
 
 from . import add, cancel, check, jobs, maintain, retry, show, status, worker
 from ._common import CommandError
@@ -46,7 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tinystore", description="A durable job queue in your SQLite file.")
+    parser = _Parser(prog="tinystore", description="A durable job queue in your SQLite file or PostgreSQL database.")
     parser.add_argument("--version", action="version", version=f"tinystore {tinystore.__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
     for command in COMMANDS:
@@ -62,21 +68,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 2
+    target = getattr(args, "store", None)
     try:
         return args.run(args)
     except CommandError as exc:
-        return _fail(str(exc), exc.code)
+        return _fail(str(exc), exc.code, target)
     except tinystore.Error as exc:
-        return _fail(str(exc), 2)
+        return _fail(str(exc), 2, target)
     except BrokenPipeError:  # stdout's reader left (| head): nothing more to say, and nowhere to say it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as exc:
-        return _fail(f"{type(exc).__name__}: {exc}", 1)
+        return _fail(f"{type(exc).__name__}: {exc}", 1, target)
     except KeyboardInterrupt:
         return 130
 
 
-def _fail(message: str, code: int) -> int:
+def _fail(message: str, code: int, target: Optional[str] = None) -> int:
+    if target and backends.is_url(target):  # whatever said it, the URL is never shown with its password
+        message = message.replace(target, backends.shown(target))
     print("tinystore: error: " + " ".join(message.split()), file=sys.stderr)
     return code

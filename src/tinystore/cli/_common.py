@@ -1,10 +1,15 @@
 """What the commands share: opening a store for operations, output for people or scripts, progress.
 
-An operations command never creates a store and never turns a file into
-one: ``tinystore.backends.open_existing`` refuses, before anything writes to
-it, what is not a store already. The commands that only read open it
-read-only, so they work on a store this process may not write, and write
-nothing to it.
+An operations command never creates a store and never turns a file, a
+database or a schema into one: ``tinystore.backends.open_existing`` refuses,
+before anything writes to it, what is not a store already. STORE is a SQLite
+file or a ``postgresql://`` URL (tables in schema ``tinystore`` unless
+``--schema``). The commands that only read open a SQLite file read-only, so
+they work on a store this process may not write, and write nothing to it; a
+PostgreSQL store is opened as ``tinystore.open`` opens it (the database
+enforces what its user may do), its one write the process's registration,
+which close removes. A URL is never shown with its password
+(``backends.shown``).
 """
 
 from __future__ import annotations
@@ -26,8 +31,12 @@ class CommandError(Exception):
         self.code = code
 
 
-def add_store_argument(parser: Any) -> None:
-    parser.add_argument("file", metavar="FILE", help="the store's SQLite file")
+def add_store_argument(parser: Any, schema: bool = True) -> None:
+    """STORE, and ``--schema`` for a command that opens it."""
+    parser.add_argument("store", metavar="STORE", help="the store: a SQLite file or a postgresql:// URL")
+    if schema:
+        parser.add_argument("--schema", metavar="NAME",
+                            help="for a postgresql:// URL: the schema of tinystore's tables (default tinystore)")
 
 
 def add_json_argument(parser: Any) -> None:
@@ -35,7 +44,7 @@ def add_json_argument(parser: Any) -> None:
 
 
 def add_job_arguments(parser: Any) -> None:
-    """FILE QUEUE ID [--json]: the arguments of a command about one job."""
+    """STORE QUEUE ID [--schema NAME] [--json]: the arguments of a command about one job."""
     add_store_argument(parser)
     parser.add_argument("queue", metavar="QUEUE")
     parser.add_argument("id", metavar="ID")
@@ -44,12 +53,16 @@ def add_job_arguments(parser: Any) -> None:
 
 # Opening
 
-def open_store(path: str, read_only: bool = False) -> Store:
-    """Open an existing store for an operation; refuse anything else before writing a byte.
+def open_store(args: Any, read_only: bool = False) -> Store:
+    """Open the existing store of ``args.store`` (``args.schema``) for an operation; refuse anything else
+    before writing a byte.
 
-    ``read_only``: for a command that only reads; nothing is written to the store.
+    ``read_only``: for a command that only reads; nothing is written to a SQLite store.
     """
-    return Store(backends.open_existing(path, read_only=read_only), tinystore.Clock())
+    target, schema = args.store, getattr(args, "schema", None)
+    if schema is not None and not backends.is_url(target):
+        raise CommandError(f"--schema is for a postgresql:// URL, and {target} is a SQLite file (one store, no schemas)")
+    return Store(backends.open_existing(target, read_only=read_only, schema=schema), tinystore.Clock())
 
 
 def open_queue(store: Store, name: str) -> Queue:

@@ -11,7 +11,7 @@ from ._common import (CommandError, add_json_argument, add_store_argument, job_j
                       print_json)
 
 NAME = "add"
-HELP = "add a job: tinystore add FILE QUEUE '{\"n\": 1}'"
+HELP = "add a job: tinystore add STORE QUEUE '{\"n\": 1}'"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     payload = _payload(sys.stdin.read() if args.payload == "-" else args.payload)
-    with open_store(args.file) as store:
+    with open_store(args) as store:
         queue = open_queue(store, args.queue)
         job = queue.add(payload, id=args.id, delay=args.delay, group=args.group)
     if args.json:

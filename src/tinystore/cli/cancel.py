@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args.file) as store:
+    with open_store(args) as store:
         queue = open_queue(store, args.queue)
         job = get_job(queue, args.id)
         cancelled = queue.cancel(args.id)

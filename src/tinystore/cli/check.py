@@ -8,6 +8,9 @@ from every worker without an error. This runs SQLite's ``integrity_check``
 tables), then reads each job's id and payload as a worker would. It opens the
 file read-only and writes nothing; workers may go on meanwhile. The check
 itself is the backend's (``tinystore.backends.check``); this prints it.
+
+A PostgreSQL store (a ``postgresql://`` URL) is refused, exit 2: the server
+checks its own pages (data checksums, ``pg_amcheck``).
 """
 
 from __future__ import annotations
@@ -20,21 +23,21 @@ from tinystore import backends
 from ._common import add_json_argument, add_store_argument, print_json
 
 NAME = "check"
-HELP = "read every page of a store file: exit 0 when whole, 1 when damaged"
+HELP = "read every page of a SQLite store file: exit 0 when whole, 1 when damaged"
 
 MOST = 100  # problems read from the database's check
 SHOWN = 20  # problems and unreadable jobs printed for people (--json has them all)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_store_argument(parser)
+    add_store_argument(parser, schema=False)
     parser.add_argument("--quick", action="store_true",
                         help="quick_check: every page, but not every index against its table (faster)")
     add_json_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    found = backends.check(args.file, quick=args.quick, limit=MOST)
+    found = backends.check(args.store, quick=args.quick, limit=MOST)
     report = {
         "file": found.location, "check": found.method, "ok": found.ok, "pages": found.pages, "jobs": found.jobs,
         "problems": found.problems,

@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args.file, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         queue = open_queue(store, args.queue)
         page = queue.jobs(state=args.state, group=args.group, limit=args.limit, after=args.after)
     after = page[-1].id if len(page) == args.limit else None

@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     progress = Progress()
-    with open_store(args.file) as store:
+    with open_store(args) as store:
         try:
             result = store.maintain(progress=lambda removed: progress.update(f"maintain: removed {removed} jobs"))
         finally:

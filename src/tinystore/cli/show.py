@@ -19,7 +19,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args.file, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         queue = open_queue(store, args.queue)
         found = queue.detail(args.id)
         if found is None:

@@ -18,7 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args.file, read_only=True) as store:
+    with open_store(args, read_only=True) as store:
         stats = store.stats()
         path = store.location
     if args.json:
