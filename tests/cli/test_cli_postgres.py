@@ -323,6 +323,9 @@ def test_a_url_that_cannot_be_read_is_refused_without_its_password(pg_app: PgApp
     lines = run_each(pg_app, url, ["status", "add"])
     assert lines == {"tinystore: error: the PostgreSQL URL postgresql://postgres@127.0.0.1:5432/db?no_such_option=1 "
                      "cannot be read: invalid URI query parameter: \"no_such_option\""}, lines
+    bad = pg_app.cli("status", "postgresql://postgres:se%zz-pw@127.0.0.1:5432/db")  # libpq quotes the token
+    assert one_error_line(bad) == ('tinystore: error: the PostgreSQL URL postgresql://postgres@127.0.0.1:5432/db '
+                                   'cannot be read: invalid percent-encoded token: "***"')
 
 
 def test_check_refuses_a_url_saying_it_checks_sqlite_files(pg_app: PgApp) -> None:
@@ -335,7 +338,7 @@ def test_check_refuses_a_url_saying_it_checks_sqlite_files(pg_app: PgApp) -> Non
 
 
 def test_the_helper_shows_a_url_without_its_password() -> None:
-    from tinystore.backends import shown
+    from tinystore.backends import scrubbed, shown
     assert shown("postgresql://user:secret@host/db") == "postgresql://user@host/db"
     assert shown("postgres://user:s@cr:et@host:5433/db?sslmode=require&password=x") == (
         "postgres://user@host:5433/db?sslmode=require")
@@ -343,6 +346,9 @@ def test_the_helper_shows_a_url_without_its_password() -> None:
     assert shown("postgresql://:secret@host/db") == "postgresql://host/db"
     assert shown("postgresql://user@host/db") == "postgresql://user@host/db"
     assert shown("/var/lib/app/jobs.db") == "/var/lib/app/jobs.db"
+    assert scrubbed('bad token "se%zz" in postgresql://u:se%zz@h/db', "postgresql://u:se%zz@h/db") == (
+        'bad token "***" in postgresql://u@h/db')
+    assert scrubbed("no such file: jobs.db", "jobs.db") == "no such file: jobs.db"
 
 
 # tinystore worker

@@ -9,7 +9,8 @@ a store of what they are given: ``open_existing`` opens a store that exists
 already, for reading only where asked (it then writes nothing to it), and
 ``check`` says whether a SQLite store is damaged (a ``CheckReport``). They
 pick the backend from the target as ``open_backend`` does. ``shown`` is a
-target as messages show it: a URL never with its password.
+target as messages show it, a URL never with its password; ``scrubbed`` a
+message with a URL's password taken out wherever it is.
 """
 
 from __future__ import annotations
@@ -198,3 +199,38 @@ def shown(target: Any) -> str:
         kept = [p for p in query.split("&") if p and p.partition("=")[0].lower() != "password"]
         rest = base + ("?" + "&".join(kept) if kept else "") + hash_ + fragment
     return f"{scheme}://{rest}"
+
+
+def scrubbed(text: str, target: Any) -> str:
+    """``text`` with ``target``'s password hidden: the URL shown as ``shown`` shows it wherever it appears
+    whole, and a quoted token of the text (as libpq quotes what it cannot read: ``"se%zzret"``) that holds
+    the password or is part of it, as ``***``. A text about a path is returned as it is."""
+    if not is_url(target):
+        return text
+    text = text.replace(target, shown(target))
+    secrets = [secret for secret in _secrets(target) if secret]
+    if not secrets:
+        return text
+
+    def hide(found: "re.Match[str]") -> str:
+        token = found.group(1)
+        if any(token and (token in secret or secret in token) for secret in secrets):
+            return '"***"'
+        return found.group(0)
+    text = re.sub(r'"([^"]*)"', hide, text)
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _secrets(url: str) -> list[str]:
+    """What ``shown`` takes out of ``url``: the userinfo after the user's name, and ``password=`` values."""
+    rest = url.partition("://")[2]
+    ends = [i for i in (rest.find("?"), rest.find("#")) if i >= 0]
+    at = rest.rfind("@", 0, min(ends) if ends else len(rest))
+    found = []
+    if at >= 0 and ":" in rest[:at]:
+        found.append(rest[:at].partition(":")[2])
+    query = rest.partition("?")[2].partition("#")[0]
+    found += [p.partition("=")[2] for p in query.split("&") if p.partition("=")[0].lower() == "password"]
+    return found

@@ -85,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _fail(message: str, code: int, target: Optional[str] = None) -> int:
-    if target and backends.is_url(target):  # whatever said it, the URL is never shown with its password
-        message = message.replace(target, backends.shown(target))
+    if target:  # whatever said it, a URL is never shown with its password
+        message = backends.scrubbed(message, target)
     print("tinystore: error: " + " ".join(message.split()), file=sys.stderr)
     return code

@@ -13,13 +13,13 @@ URL's password.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..._errors import InvalidArgument
-from .. import shown
+from .. import scrubbed, shown
 
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says connect_timeout=
 TABLES = ("migrations", "queues", "jobs", "leases")  # a schema with all of these holds tinystore's tables
@@ -47,7 +47,7 @@ def check_store(url: str, schema: str = "tinystore") -> None:
     try:
         conn = psycopg.connect(url, **kwargs)
     except psycopg.Error as exc:
-        reason = _scrubbed(str(exc), params)
+        reason = scrubbed(str(exc), url)
         if exc.sqlstate == "3D000" or ("database" in reason and "does not exist" in reason):
             raise InvalidArgument(f"no {server}: not a tinystore store (a command never creates one)") from None
         raise InvalidArgument(f"cannot connect to {server}: {_reason(reason)}") from None
@@ -58,7 +58,7 @@ def check_store(url: str, schema: str = "tinystore") -> None:
                                   (schema,)).fetchone() is not None
     except psycopg.Error as exc:
         raise InvalidArgument(f"cannot read the catalog of {server}: "
-                              f"{_reason(_scrubbed(str(exc), params))}") from None
+                              f"{_reason(scrubbed(str(exc), url))}") from None
     if schema in found:
         return
     what = f"has no schema {schema!r}" if not exists else f"has no tinystore tables in schema {schema!r}"
@@ -71,7 +71,7 @@ def _params(url: str) -> dict[str, Any]:
         return conninfo_to_dict(url)
     except psycopg.Error as exc:
         raise InvalidArgument(f"the PostgreSQL URL {shown(url)} cannot be read: "
-                              f"{_reason(_scrubbed(str(exc), {}, url))}") from None
+                              f"{_reason(scrubbed(str(exc), url))}") from None
 
 
 def _hostport(params: dict[str, Any]) -> str:
@@ -84,16 +84,6 @@ def _dbname(params: dict[str, Any]) -> str:
 
 def _server(params: dict[str, Any]) -> str:
     return f"database {_dbname(params)!r} on the PostgreSQL server at {_hostport(params)}"
-
-
-def _scrubbed(text: str, params: dict[str, Any], url: Optional[str] = None) -> str:
-    """``text`` with the password, and the URL where it appears whole, hidden."""
-    if url:
-        text = text.replace(url, shown(url))
-    password = params.get("password")
-    if password:
-        text = text.replace(str(password), "***")
-    return text
 
 
 def _reason(text: str) -> str:
