@@ -122,7 +122,8 @@ def open_existing(target: "str | os.PathLike[str]", read_only: bool = False,
     (``postgres._existing``). The store is then opened as ``tinystore.open``
     opens it, ``read_only`` or not: the database enforces what this user
     may read and write, and the one write of such an open, the process's
-    registration (one row), is removed by its close.
+    registration (one row), is removed by its close. (So a user who may
+    only read the schema is refused by the open, saying it cannot write.)
     """
     if is_url(target):
         schema = _schema_name("tinystore" if schema is None else schema)

@@ -13,6 +13,9 @@ URL's password.
 
 from __future__ import annotations
 
+import getpass
+import os
+import re
 from typing import Any
 
 import psycopg
@@ -48,7 +51,7 @@ def check_store(url: str, schema: str = "tinystore") -> None:
         conn = psycopg.connect(url, **kwargs)
     except psycopg.Error as exc:
         reason = scrubbed(str(exc), url)
-        if exc.sqlstate == "3D000" or ("database" in reason and "does not exist" in reason):
+        if exc.sqlstate == "3D000" or re.search(r'database "[^"]*" does not exist', reason):
             raise InvalidArgument(f"no {server}: not a tinystore store (a command never creates one)") from None
         raise InvalidArgument(f"cannot connect to {server}: {_reason(reason)}") from None
     try:
@@ -75,11 +78,20 @@ def _params(url: str) -> dict[str, Any]:
 
 
 def _hostport(params: dict[str, Any]) -> str:
-    return f"{params.get('host') or 'localhost'}:{params.get('port') or '5432'}"
+    """Where libpq connects, as the URL or else its environment says (localhost where neither does)."""
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
+    return f"{host}:{params.get('port') or os.environ.get('PGPORT') or '5432'}"
 
 
 def _dbname(params: dict[str, Any]) -> str:
-    return str(params.get("dbname") or params.get("user") or "")
+    """The database libpq connects to: the URL's, PGDATABASE, else the user's name."""
+    name = params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user") or os.environ.get("PGUSER")
+    if not name:
+        try:
+            name = getpass.getuser()
+        except Exception:  # no name for this uid
+            name = ""
+    return str(name)
 
 
 def _server(params: dict[str, Any]) -> str:
