@@ -77,3 +77,9 @@ def test_durability_sets_synchronous_commit(pg, durability):
     backend = store._backend
     setting = backend._writer._conn.raw.execute("SHOW synchronous_commit").fetchone()[0]
     assert setting == ("on" if durability == "full" else "off")
+
+
+def test_a_url_that_cannot_be_read_does_not_show_its_password():
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        tinystore.open("postgresql://someone:se%zzret@127.0.0.1:1/appdb")
+    assert "zzret" not in str(caught.value)

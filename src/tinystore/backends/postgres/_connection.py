@@ -13,6 +13,7 @@ application's own SQL keeps psycopg's errors (see ``is_connection_error``).
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Optional, Sequence
 
 import psycopg
@@ -30,19 +31,21 @@ class Where:
     """Where a store is: the server and database, for messages (never the password)."""
 
     def __init__(self, url: str, schema: str):
-        self.url = url
         self.schema = schema
+        self.url = url
         try:
             params = conninfo_to_dict(url)
-        except psycopg.ProgrammingError as exc:
+        except psycopg.Error as exc:
             from ..._errors import InvalidArgument
-            raise InvalidArgument(f"the PostgreSQL URL cannot be read: {_scrub(str(exc), None)}") from None
+            self.password = None
+            raise InvalidArgument(f"the PostgreSQL URL cannot be read: {self.scrub(str(exc))}") from None
         self.params = params
         self.password = params.get("password")
-        self.host = str(params.get("host") or "localhost")
-        self.port = str(params.get("port") or "5432")
-        self.dbname = str(params.get("dbname") or params.get("user") or "")
-        self.user = params.get("user")
+        # As libpq reads them: the URL's, else its environment's (localhost, 5432, the user's name).
+        self.host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost")
+        self.port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
+        self.user = params.get("user") or os.environ.get("PGUSER")
+        self.dbname = str(params.get("dbname") or os.environ.get("PGDATABASE") or self.user or "")
         user = f"{self.user}@" if self.user else ""
         self.location = f"postgresql://{user}{self.host}:{self.port}/{self.dbname}"
         if schema != "tinystore":
@@ -64,6 +67,12 @@ class Where:
         return f"the PostgreSQL server at {self.host}:{self.port}, database {self.dbname!r}"
 
     def scrub(self, text: str) -> str:
+        """``text`` in one line, without the URL's password (as the URL, a token of it, or the bare word)."""
+        try:
+            from .. import scrubbed
+            text = scrubbed(text, self.url)
+        except ImportError:  # pragma: no cover - an older tinystore.backends
+            pass
         return _scrub(text, self.password)
 
 
