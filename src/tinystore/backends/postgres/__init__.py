@@ -435,7 +435,8 @@ class PostgresBackend(Backend):
         q = self.q
         with self._read(snapshot=True) as conn:  # one snapshot: each row is what its last change made it
             rows = conn.all(q.jobs_by_seqs, (list(cursors),))
-            changes = [Change(*c) for c in conn.all(q.changes_since, (list(cursors), list(cursors.values())))]
+            changes = [Change(*c) for c in conn.all(q.changes_since, {"jobs": list(cursors),
+                                                                      "cursors": list(cursors.values())})]
         return Watched({r[0]: JobRow(*r) for r in rows}, changes)
 
     def was_cancelled(self, seq: int) -> bool:

@@ -46,8 +46,9 @@ def window_room(conn: PgConn, queue: str, grp: str, opts: QueueOptions, now: flo
 
 def update(conn: PgConn, queue: str, opts: QueueOptions, changes: dict[str, int]) -> None:
     """Groups whose running count changes by ``changes[grp]``: each one's head and room are read again."""
-    conn.execute(conn.q.groups_update, {"queue": queue, "grps": list(changes), "changes": list(changes.values()),
-                                        "limit": _most_running(opts)})
+    limit = _most_running(opts)
+    conn.executemany(conn.q.groups_update, [{"queue": queue, "grp": grp, "change": change, "limit": limit}
+                                            for grp, change in changes.items()])
 
 
 def release(conn: PgConn, queue: str, opts: QueueOptions, grps: list[str]) -> None:

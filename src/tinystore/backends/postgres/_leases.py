@@ -22,8 +22,8 @@ def settle(conn: PgConn, queue: str, opts: QueueOptions, settlements: list[Settl
     """Apply each settlement whose attempt still holds its lease; return the stale ones."""
     q = conn.q
     opts = _groups.kept(conn, queue, opts)
-    ended = {seq for (seq,) in conn.all(q.leases_end_many, ([s.seq for s in settlements],
-                                                            [s.attempt for s in settlements]))}
+    ended = {seq for (seq,) in conn.all(q.leases_end_many, {"jobs": [s.seq for s in settlements],
+                                                            "attempts": [s.attempt for s in settlements]})}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
     gone = [s.seq for s in live if s.decision == Done(None)]

@@ -84,6 +84,10 @@ class Writer:
         self._noticed: list[tuple[str, Optional[int]]] = []
         self.owner: Optional[int] = None  # this process's registration, which its notices name
         self.transactions = 0  # write transactions begun, for tests and benchmarks
+        # Where a list: each transaction adds to work[0] the rows its statements read and wrote in the
+        # schema's tables (pg_stat_xact_user_tables, after BEGIN and before COMMIT): what a claim costs,
+        # for tests (kits.writer_work; SQLite's counterpart is its virtual machine's steps).
+        self.work: Optional[list[int]] = None
         self._thread = threading.Thread(target=self._loop, name="tinystore-pg-writer", daemon=True)
         self._thread.start()
 
@@ -206,6 +210,8 @@ class Writer:
         q = conn.q
         self.transactions += 1
         conn.execute("BEGIN")
+        measure = self.work
+        began = conn.one(q.work_done, (q.name,))[0] if measure is not None else 0
         conn.locked = set()
         for queue in sorted(set().union(*(item[5] for item in batch))):
             self.lock(conn, queue)
@@ -246,6 +252,8 @@ class Writer:
             payloads = [json.dumps({"o": self.owner, "q": queue}) for queue in queues]
             payloads += [json.dumps({"o": self.owner, "q": queue, "j": job}) for queue, job in cancelled]
             conn.execute(q.notify_many, (q.channel, payloads))
+        if measure is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed
+            measure[0] += conn.one(q.work_done, (q.name,))[0] - began
         stage[0] = "commit"
         conn.execute("COMMIT")
         notice = Notice(queues, frozenset(job for _, job in cancelled)) if changed else None

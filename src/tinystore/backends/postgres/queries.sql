@@ -138,8 +138,8 @@ DELETE FROM {schema}.leases WHERE job = %s AND attempt = %s;
 -- End the leases of a batch of attempts (two arrays: jobs, attempts); returns the jobs whose attempt
 -- still held its lease (the others are stale, JOB-05).
 DELETE FROM {schema}.leases AS l
-USING unnest(%s::bigint[], %s::int[]) AS t(job, attempt)
-WHERE l.job = t.job AND l.attempt = t.attempt
+USING unnest(%(jobs)s::bigint[], %(attempts)s::int[]) AS t(job, attempt)
+WHERE l.job = ANY(%(jobs)s::bigint[]) AND l.job = t.job AND l.attempt = t.attempt
 RETURNING l.job;
 
 -- name: jobs_delete_many
@@ -254,16 +254,17 @@ WHERE queue = %(queue)s AND grp = %(grp)s;
 DELETE FROM {schema}.groups WHERE queue = %s AND grp = %s;
 
 -- name: groups_update
--- Groups a claim or a settlement touched (two arrays: groups, change in running): running count,
--- head (first queued job) and room read again.
+-- One group a claim or a settlement touched (run for each, in one pipeline): running count changed by
+-- :change, head (first queued job) and room read again. Found by its whole key: SQLite's one statement
+-- over a JSON array (MATERIALIZED) has no safe counterpart here, as a join with an array read every
+-- group of the queue wherever the planner had no statistics yet.
 UPDATE {schema}.groups AS g
-SET running = greatest(0, g.running + c.change),
+SET running = greatest(0, g.running + %(change)s),
     (head_at, head_seq) = (SELECT j.at, j.seq FROM {schema}.jobs j
                            WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
                            ORDER BY j.at, j.seq LIMIT 1),
-    ready = (greatest(0, g.running + c.change) < %(limit)s AND g.wake_at IS NULL)
-FROM unnest(%(grps)s::text[], %(changes)s::int[]) AS c(grp, change)
-WHERE g.queue = %(queue)s AND g.grp = c.grp;
+    ready = (greatest(0, g.running + %(change)s) < %(limit)s AND g.wake_at IS NULL)
+WHERE g.queue = %(queue)s AND g.grp = %(grp)s;
 
 -- name: groups_drop_idle
 -- Of these groups, those with nothing queued and nothing running.
@@ -468,8 +469,9 @@ DELETE FROM {schema}.changes c WHERE NOT EXISTS (SELECT 1 FROM {schema}.watched 
 -- The changes of several watched jobs, each after its own cursor (two arrays: seqs, change ids),
 -- in commit order: each job's are read from the (job, id) index.
 SELECT c.id, c.job, c.state, c.at, c.attempt, c.error, c.progress
-FROM unnest(%s::bigint[], %s::bigint[]) AS w(job, cursor)
+FROM unnest(%(jobs)s::bigint[], %(cursors)s::bigint[]) AS w(job, cursor)
 JOIN {schema}.changes AS c ON c.job = w.job AND c.id > w.cursor
+WHERE c.job = ANY(%(jobs)s::bigint[])
 ORDER BY c.id;
 
 -- name: notify_many
@@ -479,3 +481,9 @@ SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p;
 -- name: notify_one
 -- One notice, sent when the transaction commits (an add in the application's transaction).
 SELECT pg_notify(%s, %s);
+
+-- name: work_done
+-- The rows the transaction so far read (by sequential and index scans) and wrote in the schema's
+-- tables: a measure of its work, for tests (SQLite's counterpart is its virtual machine's steps).
+SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0) + n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
+FROM pg_catalog.pg_stat_xact_user_tables WHERE schemaname = %s;
