@@ -75,6 +75,37 @@ def test_a_process_found_dead_while_its_connection_was_down_registers_again(pg, 
     wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE id = %s", (owner,)) == [(1,)])
 
 
+def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(pg, wait_for):
+    import threading
+    store = pg.open()
+    q = store.queue("w")
+    q.add({}, id="j")
+    states = []
+    watching = threading.Event()
+
+    def watch():
+        for state in q.watch("j"):
+            states.append(state.state)
+            watching.set()
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    assert watching.wait(5)
+    owner = store._ctx.owner
+    other = pg.open()
+    with psycopg.connect(pg.url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (store._backend._keeper._conn.info.backend_pid,))
+        other._backend.end_dead(time.time())
+    wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.watched WHERE owner = %s", (owner,)) == [(1,)])
+    worker = other.queue("w")
+
+    @worker.work
+    def handler(payload, run):
+        pass
+    other.run_until_idle()  # another process runs the job: the watcher hears of it
+    t.join(10)
+    assert states[-1] == "done"
+
+
 def test_an_error_of_tinystores_own_sql_is_tinystores(pg):
     store = pg.open()
     q = store.queue("a")

@@ -83,6 +83,7 @@ class PostgresBackend(Backend):
         self._on_notice: NoticeListener = lambda notice: None
         self._local = threading.local()
         self._adopted: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+        self._watching: set[int] = set()  # the jobs this process watches (see _keeper)
         conn = connect(self._where, durability, lock_timeout, opening=True)
         try:
             self._migrate(conn)
@@ -137,7 +138,8 @@ class PostgresBackend(Backend):
         row = (owner, os.getpid(), socket.gethostname(), now, now)
         try:
             # The lock is held before the row is visible: no process can find this one dead meanwhile.
-            self._keeper = Keeper(self._raw_connection, q, self._where, owner, row)
+            self._keeper = Keeper(self._raw_connection, q, self._where, owner, row,
+                                  lambda: sorted(self._watching))
         except psycopg.Error as exc:
             raise_translated(exc, self._where)
         self.submit(lambda conn: conn.execute(q.process_insert, row)).result()
@@ -420,6 +422,7 @@ class PostgresBackend(Backend):
         # it, a change whose statement began before this commit would be neither logged nor told.
         with self._read() as conn:
             row = conn.one(self.q.job_queue, (seq,))
+        self._watching.add(seq)
         return self.submit(lambda conn: conn.execute(self.q.watched_insert, (seq, owner)),
                            queues=[row[0]] if row else [])
 
@@ -429,6 +432,7 @@ class PostgresBackend(Backend):
         def op(conn: PgConn) -> None:
             conn.execute(q.watched_delete, (seq, owner))
             conn.execute(q.changes_prune_job, {"job": seq})
+        self._watching.discard(seq)
         return self.submit(op)
 
     def watched(self, cursors: dict[int, int]) -> Watched:

@@ -9,7 +9,7 @@ connection is gone (TCP keepalives). Any process then finds it dead
 (``end_dead``). When this connection is lost and made again, the lock is
 taken again and the registration made again where another process found it
 dead meanwhile and removed it (its leases were ended: renewals tell the
-handlers).
+handlers), with its watches.
 
 Hearing: the same connection LISTENs on the store's channel; a thread reads
 ``notifies()`` and tells each one as a ``Notice``: work for a queue, a job
@@ -43,12 +43,13 @@ KEEPALIVES = (("tcp_keepalives_idle", 10), ("tcp_keepalives_interval", 5), ("tcp
 
 class Keeper:
     def __init__(self, connect: Callable[[], psycopg.Connection], q: Any, where: Where, owner: int,
-                 registration: tuple):
+                 registration: tuple, watching: Callable[[], list[int]] = list):
         self._connect = connect
         self._q = q
         self._where = where
         self.owner = owner
         self._registration = registration  # the processes row, made again after a reconnect if gone
+        self._watching = watching  # the jobs this process watches, watched again with it
         self._on_notice: Optional[NoticeListener] = None
         self._on_error: Optional[Callable[[BaseException], Optional[float]]] = None
         self._closed = threading.Event()
@@ -73,8 +74,12 @@ class Keeper:
             # Blocking: another process may hold it for the moment it takes to confirm this one dead.
             conn.execute("SELECT pg_advisory_lock(%s, %s)", (q.live_key, self.owner))
             conn.execute(f'LISTEN "{q.channel}"')
-            if again:  # found dead and removed meanwhile: registered again, now that the lock is held
-                conn.execute(q.process_insert, self._registration)
+            if again and conn.execute(q.process_insert, self._registration).rowcount:
+                # It was found dead and removed meanwhile: registered again, now that the lock is held, with
+                # the watches of its watchers, which were removed with it (changes meanwhile are read by
+                # the refresh that Notice(everything=True) asks for).
+                for seq in self._watching():
+                    conn.execute(q.watched_insert, (seq, self.owner))
         except BaseException:
             conn.close()
             raise
