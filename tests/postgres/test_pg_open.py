@@ -83,3 +83,24 @@ def test_a_url_that_cannot_be_read_does_not_show_its_password():
     with pytest.raises(tinystore.InvalidArgument) as caught:
         tinystore.open("postgresql://someone:se%zzret@127.0.0.1:1/appdb")
     assert "zzret" not in str(caught.value)
+
+
+def test_a_forked_child_cannot_use_its_parents_store_and_leaves_it_alone(pg):
+    import os
+    store = pg.open()
+    q = store.queue("f")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its copy refuses, and closing it lets go of nothing of the parent's
+        code = 1
+        try:
+            q.add({"x": 1})
+        except tinystore.Error as exc:
+            code = 0 if "forked" in str(exc) else 2
+        store.close()
+        os.write(write, bytes([code]))
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"\x00"
+    assert q.add({"x": 2}).added  # the parent's connections still work
+    assert len(pg.rows("SELECT id FROM {s}.processes")) == 1
