@@ -110,20 +110,18 @@ class PostgresBackend(Backend):
         so that processes opening it at once do not race (CREATE SCHEMA IF NOT EXISTS alone may)."""
         q = self.q
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (q.live_key,))
+            conn.execute(q.migrate_lock, (q.live_key,))
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q.quoted}")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {q.quoted}.migrations"
-                         " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
-            done = {v for (v,) in conn.execute(f"SELECT version FROM {q.quoted}.migrations")}
+            conn.execute(q.migrations_table)
+            done = {v for (v,) in conn.execute(q.migrations_done)}
             for version, script in q.migrations():
                 if version not in done:
                     conn.execute(script)
-                    conn.execute(f"INSERT INTO {q.quoted}.migrations (version) VALUES (%s)", (version,))
+                    conn.execute(q.migration_insert, (version,))
 
-    @staticmethod
-    def _identity(conn: psycopg.Connection) -> tuple:
-        """Which server and database a connection is to (the postmaster's start time tells servers apart)."""
-        return tuple(conn.execute("SELECT current_database(), pg_postmaster_start_time()").fetchone())
+    def _identity(self, conn: psycopg.Connection) -> tuple:
+        """Which server and database a connection is to."""
+        return tuple(conn.execute(self.q.server_identity).fetchone())
 
     def _raw_connection(self) -> psycopg.Connection:
         return connect(self._where, self._durability, self._lock_timeout)
@@ -171,7 +169,7 @@ class PostgresBackend(Backend):
                 conn.execute(q.process_seen, (now, own))
             found = 0
             for other in dead:
-                if not conn.one("SELECT pg_try_advisory_xact_lock(%s, %s)", (q.live_key, other))[0]:
+                if not conn.one(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read
                 for queue in [name for (name,) in conn.all(q.owner_queues, ([other],))]:
                     self._writer.lock(conn, queue)  # a queue the read did not see (out of order: see _writer)

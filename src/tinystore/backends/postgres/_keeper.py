@@ -71,8 +71,7 @@ class Keeper:
             # after the system's default of hours. Ignored over a Unix socket.
             for setting, value in KEEPALIVES:
                 conn.execute(f"SET {setting} = {value}")
-            # Blocking: another process may hold it for the moment it takes to confirm this one dead.
-            conn.execute("SELECT pg_advisory_lock(%s, %s)", (q.live_key, self.owner))
+            conn.execute(q.live_lock, (q.live_key, self.owner))
             conn.execute(f'LISTEN "{q.channel}"')
             if again and conn.execute(q.process_insert, self._registration).rowcount:
                 # It was found dead and removed meanwhile: registered again, now that the lock is held, with

@@ -487,3 +487,35 @@ SELECT pg_notify(%s, %s);
 -- tables: a measure of its work, for tests (SQLite's counterpart is its virtual machine's steps).
 SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0) + n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint
 FROM pg_catalog.pg_stat_xact_user_tables WHERE schemaname = %s;
+
+-- name: live_lock
+-- This process's liveness lock, held by its keeper connection for as long as it lives (see _keeper).
+-- Blocking: another process may hold it for the moment it takes to confirm this one dead.
+SELECT pg_advisory_lock(%s, %s);
+
+-- name: live_try
+-- In end_dead's transaction: whether a process found unlocked is dead (this transaction holds its lock
+-- then, until it commits: a process coming back registers again only after its leases were ended).
+SELECT pg_try_advisory_xact_lock(%s, %s);
+
+-- name: migrate_lock
+-- Migrations one open at a time, per schema: (liveness key, 0), an id no registration has.
+SELECT pg_advisory_xact_lock(%s, 0);
+
+-- name: migrations_table
+-- The migrations applied, by number.
+CREATE TABLE IF NOT EXISTS {schema}.migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: migrations_done
+SELECT version FROM {schema}.migrations;
+
+-- name: migration_insert
+INSERT INTO {schema}.migrations (version) VALUES (%s);
+
+-- name: server_identity
+-- Which server and database a connection is to: the postmaster's start time tells servers apart
+-- (two clusters on one host, a primary and its standby), current_database() the database.
+SELECT current_database(), pg_postmaster_start_time();
