@@ -19,6 +19,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -76,8 +77,7 @@ class PgApp(App):
         super().__init__(folder)
         self.psycopg = psycopg
         self.dbname = f"ts_{secrets.token_hex(6)}"
-        with psycopg.connect(SERVER, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {self.dbname}")
+        self.admin(f"CREATE DATABASE {self.dbname}")
         self.db, self.password = with_password(SERVER.rsplit("/", 1)[0] + "/" + self.dbname)
         self.shown = re.sub(r"://([^:/@]*):[^@/]*@", r"://\1@", self.db)  # what the commands print
         params = psycopg.conninfo.conninfo_to_dict(SERVER)
@@ -105,8 +105,20 @@ class PgApp(App):
         return self.rows(f"SELECT pid, host FROM {schema}.processes WHERE pid <> %s", (os.getpid(),))
 
     def drop(self) -> None:
-        with self.psycopg.connect(SERVER, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
+        self.admin(f"DROP DATABASE IF EXISTS {self.dbname} WITH (FORCE)")
+
+    def admin(self, sql: str) -> None:
+        """``sql`` on the server's own database, tried again where another test's outage ended the session
+        (tests elsewhere terminate backends) or a session in template1 held up CREATE DATABASE a moment."""
+        for attempt in range(20):
+            try:
+                with self.psycopg.connect(SERVER, autocommit=True) as conn:
+                    conn.execute(sql)
+                return
+            except (self.psycopg.OperationalError, self.psycopg.errors.ObjectInUse):
+                if attempt == 19:
+                    raise
+                time.sleep(0.25)
 
 
 @pytest.fixture
