@@ -61,7 +61,8 @@ def open_store(args: Any, read_only: bool = False) -> Store:
     """
     target, schema = args.store, getattr(args, "schema", None)
     if schema is not None and not backends.is_url(target):
-        raise CommandError(f"--schema is for a postgresql:// URL, and {target} is a SQLite file (one store, no schemas)")
+        raise CommandError(f"--schema is for a postgresql:// URL, and {target} is a SQLite file "
+                           f"(one store, no schemas)")
     return Store(backends.open_existing(target, read_only=read_only, schema=schema), tinystore.Clock())
 
 
