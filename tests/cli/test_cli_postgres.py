@@ -415,3 +415,17 @@ def test_a_worker_whose_module_cannot_reach_the_store_is_refused_without_the_pas
     last = [line for line in worker.err if line][-1]
     assert last.startswith("tinystore: error: cannot import app_jobs: Error: cannot connect to the PostgreSQL "
                            f"server at 127.0.0.1:{port}, database 'jobs'"), worker.err
+
+
+def test_a_url_spelled_out_in_the_applications_source_is_not_printed_in_its_traceback(pg_app: PgApp) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://postgres:{pg_app.password}@127.0.0.1:{port}/jobs"
+    (pg_app.folder / "inline_app.py").write_text(f"import tinystore\n\nstore = tinystore.open({url!r})\n")
+    worker = pg_app.worker(target="inline_app:store")
+    assert worker.wait() == 2
+    text = "\n".join(worker.err)
+    assert pg_app.password not in text, text
+    assert f"store = tinystore.open('postgresql://postgres@127.0.0.1:{port}/jobs')" in text, text
+    assert [line for line in worker.err if line][-1].startswith("tinystore: error: cannot import inline_app: "), text

@@ -19,13 +19,14 @@ import gc
 import importlib
 import logging
 import os
+import re
 import sys
 import threading
 import time
 import traceback
 from typing import Any
 
-from tinystore import Error, Store
+from tinystore import Error, Store, backends
 from tinystore._durations import parse_duration
 
 from ._common import CommandError
@@ -36,6 +37,7 @@ HELP = "serve a store's queues: tinystore worker app.jobs:store"
 log = logging.getLogger("tinystore.cli")
 
 JOB_FIELDS = ("queue", "job_id", "attempt")
+URL = re.compile(r"postgres(?:ql)?://[^\s'\"]+")  # a URL in a traceback's source line or a message
 LINGER = 1.0  # how long exit waits for handler threads still running past the grace period
 
 
@@ -102,7 +104,7 @@ def load_store(target: str) -> Store:
         if not _names_the_target(exc, module_name):
             _print_traceback(exc)  # where in the application the import failed; the one-line error follows
         _close_every_store()  # a package above it, or the module before it failed, may have opened one
-        raise CommandError(f"cannot import {module_name}: {type(exc).__name__}: {exc}") from None
+        raise CommandError(_urls_shown(f"cannot import {module_name}: {type(exc).__name__}: {exc}")) from None
     found: Any = module
     try:
         for part in attribute.split("."):
@@ -137,8 +139,14 @@ def _print_traceback(exc: Exception) -> None:
     tb = exc.__traceback__
     while tb is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    sys.stderr.write(_urls_shown(text))  # its source lines may spell out a URL with its password
     sys.stderr.flush()
+
+
+def _urls_shown(text: str) -> str:
+    """``text`` with each PostgreSQL URL in it as messages show one: without its password."""
+    return URL.sub(lambda found: backends.shown(found.group(0)), text)
 
 
 def _is_machinery(filename: str) -> bool:
