@@ -93,6 +93,41 @@ def worker(url: str, out: str) -> None:
     store.serve()
 
 
+def same_process(target: PostgresTarget, jobs: int, interval: float) -> dict[str, Any]:
+    """W3's same-process case instrumented: the adder and the worker share one store (and its writer)."""
+    import tinystore
+    instrument()
+    url = target.new("profile-latency-same")
+    store = tinystore.open(url)
+    queue = store.queue(QUEUE)
+    starts: dict[int, float] = {}
+    cv = threading.Condition()
+
+    @queue.work
+    async def handle(payload: Any, run: Any) -> None:
+        started = time.time()
+        with cv:
+            starts[payload["n"]] = started
+            cv.notify_all()
+
+    store.start()
+    adds: dict[int, float] = {}
+    try:
+        for n in range(jobs + 1):
+            t0 = time.time()
+            queue.add({"n": n})
+            adds[n] = t0
+            with cv:
+                if not cv.wait_for(lambda: n in starts, timeout=30):
+                    raise RuntimeError(f"job {n} never started")
+            time.sleep(interval)
+    finally:
+        store.close()
+    del adds[0]
+    events = list(EVENTS)
+    return analyse(adds, events, events, starts)
+
+
 def drain_worker(url: str, out: str) -> None:
     """``run_until_idle()`` after "go", instrumented; its events and times in ``out``."""
     import tinystore
@@ -252,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.020)
+    parser.add_argument("--same-process", action="store_true",
+                        help="the worker in this process (store.start()), as W3's same-process case")
     parser.add_argument("--drain", type=int, metavar="JOBS",
                         help="profile W2's async drain of JOBS jobs by 1 and by 2 processes instead")
     parser.add_argument("--explain", type=int, metavar="JOBS",
@@ -271,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.explain:
         try:
             print("\n".join(explain(target, args.explain, args.backlog)))
+        finally:
+            target.close()
+        return 0
+    if args.same_process:
+        try:
+            print(json.dumps(same_process(target, args.jobs, args.interval), indent=2))
         finally:
             target.close()
         return 0
