@@ -259,8 +259,8 @@ class PostgresBackend(Backend):
             raise_translated(exc, self._where, queue)
 
     def _options_in(self, queue: str, conn: PgConn) -> QueueOptions:
-        row = conn.one(self.q.queue_options, (queue,))
-        return _options(row[0]) if row else QueueOptions()
+        text = _groups.options_text(conn, queue)
+        return _options(text) if text is not None else QueueOptions()
 
     # Queues
 
@@ -275,6 +275,8 @@ class PostgresBackend(Backend):
         def op(conn: PgConn) -> None:
             before = self._options_in(queue, conn)
             conn.execute(q.queue_save, (queue, json.dumps(options.to_json())))
+            if conn.options is not None:
+                conn.options.pop(queue, None)
             if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
                 _groups.refresh(conn, queue, options)
         return self.submit(op, work=queue)

@@ -163,6 +163,9 @@ class PgConn:
         self.q = q  # the schema's statements (_sql.Schema)
         self.changes = 0
         self.locked: set[str] = set()  # the queues whose locks the transaction holds (see _writer)
+        # The writer's transaction's queue options as kept (text, or None), read once per queue: they
+        # cannot change while it holds the queue's lock, which save_options takes (it forgets its queue's).
+        self.options: Optional[dict[str, Optional[str]]] = None
 
     def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)

@@ -13,12 +13,24 @@ from ..._options import QueueOptions
 from ._connection import PgConn
 
 
+def options_text(conn: PgConn, queue: str) -> Optional[str]:
+    """The options a queue keeps (JSON text), or None: read once per writer transaction (``PgConn.options``)."""
+    cache = conn.options
+    if cache is not None and queue in cache:
+        return cache[queue]
+    row = conn.one(conn.q.queue_options, (queue,))
+    text = row[0] if row else None
+    if cache is not None:
+        cache[queue] = text
+    return text
+
+
 def kept(conn: PgConn, queue: str, opts: QueueOptions) -> QueueOptions:
     """``opts`` with the limits kept in the store now: another process may have changed them (LIM-01..03)."""
-    row = conn.one(conn.q.queue_options, (queue,))
-    if row is None:
+    text = options_text(conn, queue)
+    if text is None:
         return opts
-    limits = _limits(row[0])
+    limits = _limits(text)
     if limits == (opts.concurrency, opts.rate, opts.group_concurrency, opts.group_rate):
         return opts
     return replace(opts, concurrency=limits[0], rate=limits[1], group_concurrency=limits[2], group_rate=limits[3])

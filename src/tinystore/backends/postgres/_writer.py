@@ -213,6 +213,7 @@ class Writer:
         measure = self.work
         began = conn.one(q.work_done, (q.name,))[0] if measure is not None else 0
         conn.locked = set()
+        conn.options = {}
         for queue in sorted(set().union(*(item[5] for item in batch))):
             self.lock(conn, queue)
         stage[0] = "run"
