@@ -301,13 +301,16 @@ class PostgresTarget(Target):
 
     def url(self, dbname: str) -> str:
         """The URL of a database of this server (the admin URL's user, host, port and password)."""
-        params = dict(self._params, dbname=dbname)
-        user = params.get("user") or ""
-        password = params.get("password")
-        host = params.get("host") or "127.0.0.1"
-        port = params.get("port") or "5432"
-        auth = f"{user}{':' + password if password else ''}@" if user else ""
-        return f"postgresql://{auth}{host}:{port}/{dbname}"
+        from urllib.parse import quote, urlencode
+        params = dict(self._params)
+        user = params.pop("user", "") or ""
+        password = params.pop("password", None)
+        host = params.pop("host", None) or "127.0.0.1"
+        port = params.pop("port", None) or "5432"
+        params.pop("dbname", None)
+        auth = f"{quote(user, safe='')}{':' + quote(password, safe='') if password else ''}@" if user else ""
+        query = f"?{urlencode(params)}" if params else ""  # sslmode and the like, as the admin URL gives them
+        return f"postgresql://{auth}{host}:{port}/{dbname}{query}"
 
     def dbname(self, location: str) -> str:
         return location.rsplit("/", 1)[1].split("?")[0]
