@@ -154,7 +154,10 @@ class PostgresBackend(Backend):
         registration were ended), ends its leases as ``_leases.end_owner``
         does, removes its registration and watches, and notifies its queues.
         It also updates this process's ``seen``: a heartbeat. A machine that
-        vanished is noticed once the server drops its connection.
+        vanished is noticed once the server drops its connection. For a few
+        seconds after this process's own keeper connection was made again it
+        finds nobody dead (``_keeper.GRACE``): a server restart drops every
+        process's lock at once, and the live ones take theirs again.
         """
         self._usable()
         q = self.q
@@ -162,6 +165,8 @@ class PostgresBackend(Backend):
         with self._read() as conn:
             dead = [i for (i,) in conn.all(q.processes_unlocked, {"own": own if own is not None else -1,
                                                                    "key": q.live_key})]
+            if dead and self._keeper is not None and not self._keeper.settled():
+                dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
             queues = [name for (name,) in conn.all(q.owner_queues, (dead,))] if dead else []
 
         def op(conn: PgConn) -> int:

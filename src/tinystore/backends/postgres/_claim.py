@@ -131,15 +131,9 @@ def _record_starts(conn: PgConn, queue: str, opts: QueueOptions, claimed: list[C
 
 def next_wake(conn: PgConn, queue: str, now: float) -> Optional[float]:
     """When a claim of this queue that left places free should look again (see sqlite/_claim.next_wake)."""
-    q = conn.q
     opts = _groups.kept(conn, queue, QueueOptions())
-    expiry = conn.one(q.next_expiry, (queue,))[0]
     room, slides = _queue_room(conn, queue, opts, start_time(conn, queue, opts, now))
-    if room <= 0:
-        times = [expiry, slides]
-    else:
-        rows = [conn.one(q.next_ungrouped, (queue,)), conn.one(q.next_group, (queue,)),
-                conn.one(q.next_group_wake, (queue,)), (expiry,)]
-        times = [t[0] for t in rows if t is not None]
+    expiry, ungrouped, group, group_wake = conn.one(conn.q.next_times, {"queue": queue})  # after the clamp
+    times = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]
     found = [t for t in times if t is not None]
     return min(found) if found else None

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
+import time
 from typing import Any, Callable, Optional
 
 import psycopg
@@ -37,6 +39,12 @@ log = logging.getLogger("tinystore.store")
 POLL = 0.1  # seconds between looks at whether the keeper is closing
 RETRY = 1.0  # longest wait between attempts to connect again while nobody listens
 FIRST_RETRY = 0.05
+# Seconds after this process's own keeper connection was made again during which it finds no other
+# process dead: a server restart or an administrator ending every session drops every process's lock at
+# once, and the live ones take theirs again within a moment; ending their leases meanwhile would let
+# others claim jobs whose handlers still run, past the queues' limits. A process killed meanwhile is
+# found dead once this has passed (or at once by a process whose connection stayed).
+GRACE = 5.0
 KEEPALIVES = (("tcp_keepalives_idle", 10), ("tcp_keepalives_interval", 5), ("tcp_keepalives_count", 3),
               ("tcp_user_timeout", 30000))
 
@@ -54,6 +62,7 @@ class Keeper:
         self._on_error: Optional[Callable[[BaseException], Optional[float]]] = None
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        self._unsettled_until = 0.0  # monotonic; inf while the connection is down (see GRACE)
         self._conn: Optional[psycopg.Connection] = self._open(again=False)  # raises at register
         self._thread = threading.Thread(target=self._loop, name="tinystore-pg-keeper", daemon=True)
         self._thread.start()
@@ -108,6 +117,7 @@ class Keeper:
                         self._conn = conn
                     if lost:
                         lost = False
+                        self._unsettled_until = time.monotonic() + GRACE
                         self._tell(Notice(everything=True))
                     delay = FIRST_RETRY / 2
                 for notify in self._conn.notifies(timeout=POLL):
@@ -123,6 +133,7 @@ class Keeper:
                 if self._closed.is_set():
                     return
                 lost = True
+                self._unsettled_until = math.inf
                 error = translated(exc, self._where, unknown="")
                 # Soon: while its lock is not held, other processes may find this one dead.
                 wait = delay = min(RETRY, delay * 2)
@@ -135,6 +146,10 @@ class Keeper:
                 else:
                     log.debug("the keeper connection failed: %s", error)
                 self._closed.wait(wait)
+
+    def settled(self) -> bool:
+        """Whether this process may judge others dead now: its own connection has been up for GRACE."""
+        return time.monotonic() >= self._unsettled_until
 
     def _tell(self, notice: Notice) -> None:
         on_notice = self._on_notice

@@ -519,3 +519,14 @@ INSERT INTO {schema}.migrations (version) VALUES (%s);
 -- Which server and database a connection is to: the postmaster's start time tells servers apart
 -- (two clusters on one host, a primary and its standby), current_database() the database.
 SELECT current_database(), pg_postmaster_start_time();
+
+-- name: next_times
+-- When a claim that left places free should look again, in one round trip (SQLite runs these four as
+-- next_expiry, next_ungrouped, next_group and next_group_wake): the next lease to run out, the next
+-- job without a group due, the next ready group's head due, the next rate-limited group's room.
+SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
+       (SELECT at FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+        ORDER BY at, seq LIMIT 1),
+       (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
+        ORDER BY head_at, head_seq LIMIT 1),
+       (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);
