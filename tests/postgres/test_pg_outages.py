@@ -12,8 +12,8 @@ import tinystore
 
 def _terminate(pg) -> int:
     """End every server session of the test's stores (as a server restart would, for them)."""
-    rows = pg.rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                   (f"tinystore {pg.schema}",))
+    rows = pg.rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s"
+                   " OR application_name LIKE %s", (f"tinystore {pg.schema}", f"tinystore #% {pg.schema}"))
     return len(rows)
 
 
@@ -65,14 +65,42 @@ def test_a_serving_worker_rides_out_lost_connections(pg, wait_for):
 def test_a_process_found_dead_while_its_connection_was_down_registers_again(pg, wait_for):
     store = pg.open()
     owner = store._ctx.owner
-    keeper = store._backend._keeper
-    keeper_pid = keeper._conn.info.backend_pid
     other = pg.open()
-    # Its keeper connection alone is dropped; the other process ends its registration before it is back.
-    with psycopg.connect(pg.url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (keeper_pid,))
-        other._backend.end_dead(time.time())
+    # Its keeper's and writer's connections are dropped; the other process ends its registration before
+    # they are back.
+    back = _cut(pg, store, wait_for)
+    assert other._backend.end_dead(time.time()) == 1
+    back()
     wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE id = %s", (owner,)) == [(1,)])
+
+
+def test_a_process_whose_keeper_connection_alone_was_lost_is_not_found_dead(pg, wait_for):
+    store = pg.open()
+    other = pg.open()
+    back = _cut(pg, store, wait_for, writer=False)
+    assert other._backend.end_dead(time.time()) == 0  # its writer's session says it lives
+    back()
+    assert len(pg.rows("SELECT id FROM {s}.processes")) == 2
+
+
+def _cut(pg, store, wait_for, writer=True):
+    """End the keeper's and the writer's sessions of ``store``, and keep the keeper from connecting again
+    until the function returned is called."""
+    keeper = store._backend._keeper
+    connect = keeper._connect
+
+    def refused():
+        raise psycopg.OperationalError("kept down by the test")
+    keeper._connect = refused
+    pids = _pids(store) if writer else _pids(store)[:1]
+    pg.rows("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
+    wait_for(lambda: pg.rows("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)) == [(0,)])
+    return lambda: setattr(keeper, "_connect", connect)
+
+
+def _pids(store) -> list[int]:
+    backend = store._backend
+    return [backend._keeper._conn.info.backend_pid, backend._writer._conn.raw.info.backend_pid]
 
 
 def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(pg, wait_for):
@@ -92,9 +120,9 @@ def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(p
     assert watching.wait(5)
     owner = store._ctx.owner
     other = pg.open()
-    with psycopg.connect(pg.url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (store._backend._keeper._conn.info.backend_pid,))
-        other._backend.end_dead(time.time())
+    back = _cut(pg, store, wait_for)
+    assert other._backend.end_dead(time.time()) == 1
+    back()
     wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.watched WHERE owner = %s", (owner,)) == [(1,)])
     worker = other.queue("w")
 

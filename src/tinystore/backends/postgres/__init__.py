@@ -127,7 +127,14 @@ class PostgresBackend(Backend):
         return connect(self._where, self._durability, self._lock_timeout)
 
     def _writer_connection(self) -> PgConn:
-        return PgConn(self._raw_connection(), self.q)
+        conn = self._raw_connection()
+        if self._owner is not None:  # the writer's session names its registration (see processes_unlocked)
+            try:
+                conn.execute(self.q.writer_name, (self._owner, self.q.name))
+            except psycopg.Error as exc:
+                conn.close()
+                raise translated(exc, self._where) from None
+        return PgConn(conn, self.q)
 
     def register(self, now: float) -> int:
         self._usable()
@@ -140,15 +147,21 @@ class PostgresBackend(Backend):
                                   lambda: sorted(self._watching))
         except psycopg.Error as exc:
             raise_translated(exc, self._where)
-        self.submit(lambda conn: conn.execute(q.process_insert, row)).result()
-        self._owner = self._writer.owner = owner
+        def insert(conn: PgConn) -> None:
+            conn.execute(q.process_insert, row)
+            conn.execute(q.writer_name, (owner, q.name))
+        self._owner = owner  # before the insert: a writer connection made again names it too
+        self.submit(insert).result()
+        self._writer.owner = owner
         self.end_dead(now)
         return owner
 
     def end_dead(self, now: float) -> int:
         """End the leases of registered processes whose liveness lock no session holds (DUR-03).
 
-        A read finds them (``pg_locks``); one write transaction then confirms
+        A read finds them (``pg_locks``, and no session named by their writer
+        in ``pg_stat_activity``: a process whose keeper connection alone was
+        lost is alive); one write transaction then confirms
         each with ``pg_try_advisory_xact_lock`` (held until it commits, so that
         a process coming back meanwhile re-registers only after its leases and
         registration were ended), ends its leases as ``_leases.end_owner``
@@ -164,7 +177,7 @@ class PostgresBackend(Backend):
         own = self._owner
         with self._read() as conn:
             dead = [i for (i,) in conn.all(q.processes_unlocked, {"own": own if own is not None else -1,
-                                                                   "key": q.live_key})]
+                                                                   "key": q.live_key, "schema": q.name})]
             if dead and self._keeper is not None and not self._keeper.settled():
                 dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
             queues = [name for (name,) in conn.all(q.owner_queues, (dead,))] if dead else []

@@ -344,14 +344,22 @@ ON CONFLICT (id) DO NOTHING;
 UPDATE {schema}.processes SET seen = %s WHERE id = %s;
 
 -- name: processes_unlocked
--- Registered processes whose liveness lock no session of the server holds: dead, unless one is
--- between losing its connection and taking its lock again (end_dead confirms with a try-lock).
+-- Registered processes whose liveness lock no session of the server holds, and whose writer's session
+-- (named by its application_name, see writer_name) is gone too: dead. A process whose keeper connection
+-- alone was lost is not: it takes its lock again in a moment (end_dead confirms with a try-lock).
 SELECT p.id FROM {schema}.processes p
 WHERE p.id <> %(own)s AND NOT EXISTS (
     SELECT 1 FROM pg_catalog.pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted
       AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-      AND l.classid = %(key)s::int4::oid AND l.objid = p.id::oid AND l.objsubid = 2);
+      AND l.classid = %(key)s::int4::oid AND l.objid = p.id::oid AND l.objsubid = 2)
+  AND NOT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_stat_activity a
+    WHERE a.datname = current_database() AND a.application_name = left('tinystore #' || p.id || ' ' || %(schema)s, 63));
+
+-- name: writer_name
+-- The writer's session names its process's registration (see processes_unlocked); kept at COMMIT.
+SELECT set_config('application_name', left('tinystore #' || %s || ' ' || %s, 63), false);
 
 -- name: process_delete
 -- A process that ended.
