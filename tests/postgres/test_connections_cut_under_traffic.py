@@ -2,9 +2,9 @@
 
 Three worker processes serve a queue of ``concurrency=2`` on one PostgreSQL
 store; each handler writes its start and end to a witness file outside the
-database. While they run, the test ends every connection to the database
-with ``pg_terminate_backend`` (as a server restart or a failover would),
-several times. At the end: no job lost, no job run twice at the same time,
+database. While they run, the test ends every connection of the store
+(by its ``application_name``) with ``pg_terminate_backend``, as a server
+restart or a failover would, several times. At the end: no job lost, no job run twice at the same time,
 never more than two handlers running at once, and every worker still
 serving (it exits 0 on SIGTERM).
 """
@@ -62,8 +62,9 @@ def test_workers_ride_out_every_connection_ended_by_the_server_losing_nothing_an
         for cut in range(CUTS):  # every connection to the database but this one, while jobs run
             wait_for(lambda: ends() > (cut + 1) * JOBS // (CUTS + 2), timeout=60)
             with pg.connect(autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                              " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"  # this store's only
+                              " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                              " AND application_name LIKE %s", (f"%{pg.schema}",))
 
         def done() -> set[str]:
             return {line.split()[1] for line in witness.read_text().splitlines() if line.startswith("end ")}
