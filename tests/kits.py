@@ -46,6 +46,18 @@ ClaimCycle = namedtuple("ClaimCycle", "claimed wake_at")
 ClaimedJob = namedtuple("ClaimedJob", "id group")
 
 
+# The store's bookkeeping that must agree with itself (``Kit.inconsistencies``), in SQLite's table names.
+BOOKKEEPING = {
+    "leases off their job": """SELECT l.job, l.attempt, j.state, j.attempt FROM tinystore_leases l
+                               LEFT JOIN tinystore_jobs j ON j.seq = l.job
+                               WHERE j.seq IS NULL OR j.state != 'running' OR j.attempt != l.attempt""",
+    "running without a lease": """SELECT seq FROM tinystore_jobs j WHERE state = 'running'
+                                  AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)""",
+    "leases of unregistered processes": """SELECT job, owner FROM tinystore_leases
+                                           WHERE owner NOT IN (SELECT id FROM tinystore_processes)""",
+}
+
+
 class Kit:
     """What every backend's kit provides; the methods that raise NotImplementedError are per backend."""
 
@@ -111,29 +123,40 @@ class Kit:
 
     # Raw looks at tinystore's tables, beside tinystore
 
+    def _rows(self, target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
+        """The rows of one query of tinystore's tables, named ``tinystore_<table>`` as on SQLite, read
+        beside tinystore in a transaction of its own."""
+        raise NotImplementedError
+
     def job_rows(self, target: str) -> list[JobRow]:
         """Every job row the store holds, ordered by queue and id: those past their keep or dedupe that
         maintenance has not removed yet too. ``state`` is as stored: queued (scheduled or waiting),
         running, done or failed; ``payload`` is the JSON text as stored."""
-        raise NotImplementedError
+        return [JobRow(*r) for r in self._rows(
+            target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
 
     def steps(self, target: str) -> list[StepRow]:
         """Every kept step answer, ordered by step name; ``answer`` is its JSON text as stored, and
         ``queue``/``id`` are None where no job row holds the step."""
-        raise NotImplementedError
+        return [StepRow(*r) for r in self._rows(
+            target, "SELECT j.queue, j.id, s.name, s.answer FROM tinystore_steps s"
+                    " LEFT JOIN tinystore_jobs j ON j.seq = s.job ORDER BY s.name, j.queue, j.id")]
 
     def groups(self, target: str) -> list[GroupRow]:
         """The store's bookkeeping row of each group that has queued or running jobs."""
-        raise NotImplementedError
+        return [GroupRow(*r) for r in self._rows(
+            target, "SELECT queue, grp, running FROM tinystore_groups ORDER BY queue, grp")]
 
     def leases(self, target: str) -> list[Lease]:
         """Every live lease: the job's queue and id (id None where no job row holds it), the attempt it
         runs, the registration (``Process.id``) that holds it, and when it runs out (epoch seconds)."""
-        raise NotImplementedError
+        return [Lease(*r) for r in self._rows(
+            target, "SELECT l.queue, j.id, l.attempt, l.owner, l.expires FROM tinystore_leases l"
+                    " LEFT JOIN tinystore_jobs j ON j.seq = l.job ORDER BY l.queue, j.id")]
 
     def registered_processes(self, target: str) -> list[Process]:
         """Every process the store has registered as having it open: its registration id and its pid."""
-        raise NotImplementedError
+        return [Process(*r) for r in self._rows(target, "SELECT id, pid FROM tinystore_processes ORDER BY id")]
 
     def holds(self, target: str, marker: str) -> bool:
         """Whether any text value of any row of any table of the store contains ``marker``."""
@@ -222,27 +245,6 @@ class SQLiteKit(Kit):
         with self._look(target) as conn:
             return conn.execute(sql, params).fetchall()
 
-    def job_rows(self, target: str) -> list[JobRow]:
-        return [JobRow(*r) for r in self._rows(
-            target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
-
-    def steps(self, target: str) -> list[StepRow]:
-        return [StepRow(*r) for r in self._rows(
-            target, "SELECT j.queue, j.id, s.name, s.answer FROM tinystore_steps s"
-                    " LEFT JOIN tinystore_jobs j ON j.seq = s.job ORDER BY s.name, j.queue, j.id")]
-
-    def groups(self, target: str) -> list[GroupRow]:
-        return [GroupRow(*r) for r in self._rows(
-            target, "SELECT queue, grp, running FROM tinystore_groups ORDER BY queue, grp")]
-
-    def leases(self, target: str) -> list[Lease]:
-        return [Lease(*r) for r in self._rows(
-            target, "SELECT l.queue, j.id, l.attempt, l.owner, l.expires FROM tinystore_leases l"
-                    " LEFT JOIN tinystore_jobs j ON j.seq = l.job ORDER BY l.queue, j.id")]
-
-    def registered_processes(self, target: str) -> list[Process]:
-        return [Process(*r) for r in self._rows(target, "SELECT id, pid FROM tinystore_processes ORDER BY id")]
-
     def holds(self, target: str, marker: str) -> bool:
         with self._look(target) as conn:
             tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -255,19 +257,8 @@ class SQLiteKit(Kit):
     def inconsistencies(self, target: str) -> dict[str, list]:
         with self._look(target) as conn:
             integrity = conn.execute("PRAGMA integrity_check").fetchall()
-            return {
-                "integrity": [] if integrity == [("ok",)] else integrity,
-                "leases off their job": conn.execute(
-                    """SELECT l.job, l.attempt, j.state, j.attempt FROM tinystore_leases l
-                       LEFT JOIN tinystore_jobs j ON j.seq = l.job
-                       WHERE j.seq IS NULL OR j.state != 'running' OR j.attempt != l.attempt""").fetchall(),
-                "running without a lease": conn.execute(
-                    """SELECT seq FROM tinystore_jobs j WHERE state = 'running'
-                       AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)""").fetchall(),
-                "leases of unregistered processes": conn.execute(
-                    """SELECT job, owner FROM tinystore_leases
-                       WHERE owner NOT IN (SELECT id FROM tinystore_processes)""").fetchall(),
-            }
+            found = {name: conn.execute(sql).fetchall() for name, sql in BOOKKEEPING.items()}
+            return {"integrity": [] if integrity == [("ok",)] else integrity, **found}
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         # SQLite's write lock is the file's: a connection of its own tries BEGIN IMMEDIATE (it writes nothing).
@@ -383,27 +374,6 @@ class PostgresKit(Kit):
             conn.rollback()
             return rows
 
-    def job_rows(self, target: str) -> list[JobRow]:
-        return [JobRow(*r) for r in self._rows(
-            target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
-
-    def steps(self, target: str) -> list[StepRow]:
-        return [StepRow(*r) for r in self._rows(
-            target, "SELECT j.queue, j.id, s.name, s.answer FROM tinystore_steps s"
-                    " LEFT JOIN tinystore_jobs j ON j.seq = s.job ORDER BY s.name, j.queue, j.id")]
-
-    def groups(self, target: str) -> list[GroupRow]:
-        return [GroupRow(*r) for r in self._rows(
-            target, "SELECT queue, grp, running FROM tinystore_groups ORDER BY queue, grp")]
-
-    def leases(self, target: str) -> list[Lease]:
-        return [Lease(*r) for r in self._rows(
-            target, "SELECT l.queue, j.id, l.attempt, l.owner, l.expires FROM tinystore_leases l"
-                    " LEFT JOIN tinystore_jobs j ON j.seq = l.job ORDER BY l.queue, j.id")]
-
-    def registered_processes(self, target: str) -> list[Process]:
-        return [Process(*r) for r in self._rows(target, "SELECT id, pid FROM tinystore_processes ORDER BY id")]
-
     def holds(self, target: str, marker: str) -> bool:
         columns = self._rows(target, "SELECT table_name, column_name FROM information_schema.columns"
                                      " WHERE table_schema = %s AND data_type = 'text'", (self.SCHEMA,))
@@ -416,19 +386,12 @@ class PostgresKit(Kit):
 
     def inconsistencies(self, target: str) -> dict[str, list]:
         # PostgreSQL checks its pages itself as it reads them; no integrity check of the file to run here.
-        return {
-            "integrity": [],
-            "leases off their job": self._rows(
-                target, """SELECT l.job, l.attempt, j.state, j.attempt FROM tinystore_leases l
-                           LEFT JOIN tinystore_jobs j ON j.seq = l.job
-                           WHERE j.seq IS NULL OR j.state != 'running' OR j.attempt != l.attempt"""),
-            "running without a lease": self._rows(
-                target, """SELECT seq FROM tinystore_jobs j WHERE state = 'running'
-                           AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)"""),
-            "leases of unregistered processes": self._rows(
-                target, """SELECT job, owner FROM tinystore_leases
-                           WHERE owner NOT IN (SELECT id FROM tinystore_processes)"""),
-        }
+        with closing(self._connect(target)) as conn:  # one transaction: one moment of the store
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            found = {name: conn.execute(sql.replace("tinystore_", self.SCHEMA + ".")).fetchall()
+                     for name, sql in BOOKKEEPING.items()}
+            conn.rollback()
+        return {"integrity": [], **found}
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         return True  # no one write lock for the whole store: each queue has its own, per transaction
