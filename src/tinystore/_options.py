@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
 from typing import Any, Optional
 
 from ._durations import parse_duration, parse_rate
@@ -32,6 +34,12 @@ class QueueOptions:
         known = {f.name for f in fields(cls)}
         values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
         return cls(**values)
+
+    @staticmethod
+    @lru_cache(maxsize=1024)
+    def kept(text: str) -> "QueueOptions":
+        """The options as a store keeps them (JSON text), parsed once per text: every claim cycle reads them."""
+        return QueueOptions.from_json(json.loads(text))
 
     def backoff_for(self, attempt: int) -> float:
         """The wait after failed attempt number ``attempt`` (1-based), before jitter."""

@@ -94,6 +94,18 @@ def decide_lost(attempt: int, opts: QueueOptions, now: float) -> Decision:
     return Requeue(now, LOST_LEASE)
 
 
+def gives_work(settlements: list, stale: list, opts: QueueOptions) -> bool:
+    """Whether applying ``settlements`` (the ``stale`` ones changed nothing) may let another process
+    claim: a job waits again, or, where the queue limits how many run at once, a place was freed. A job
+    done or failed under no such limit gives nobody work, and its commit tells nobody."""
+    if len(stale) == len(settlements):
+        return False
+    if opts.concurrency is not None or opts.group_concurrency is not None:
+        return True
+    kept = {id(s) for s in stale}
+    return any(isinstance(s.decision, Requeue) for s in settlements if id(s) not in kept)
+
+
 def lost(now: float) -> Requeue:
     """An attempt that could not be settled as it ended (its worker stopped past the grace period):
     the job runs again at once, the attempt counted."""

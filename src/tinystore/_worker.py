@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import tinystore
-from helpers import kill_child, run_child, start_child, wait_child, wait_for_line
+from helpers import kill_child, run_child, start_child, wait_for_line
 
 LOST = "lease ended without a settlement"
 

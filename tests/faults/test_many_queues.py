@@ -10,7 +10,6 @@ by the store's writer.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from pathlib import Path

@@ -136,7 +136,7 @@ def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(p
 
 def test_an_error_of_tinystores_own_sql_is_tinystores(pg):
     store = pg.open()
-    q = store.queue("a")
+    store.queue("a")
     pg.rows("DROP TABLE {s}.steps")
     with pytest.raises(tinystore.StoreCorrupt):
         store._backend.step_answer(1, "x")

@@ -7,8 +7,6 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 
 def _spawn(pg, env, *args):
     return subprocess.Popen(pg.child(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -73,7 +73,7 @@ def test_JOB_09_a_timeout_under_back_to_back_traffic_fails_only_attempts_that_ra
     runs = witness.by_id()
 
     failed = failed_jobs(q, fast)
-    assert not failed, (f"fast jobs (50-150 ms against a timeout of 1 s) that failed: "
+    assert not failed, ("fast jobs (50-150 ms against a timeout of 1 s) that failed: "
                         + "; ".join(f"{id}: {error} after {runs.get(id)}" for id, error in some(failed).items()))
     not_once = {id: runs.get(id) for id in fast if [e.outcome for e in runs.get(id, [])] != ["returned"]}
     assert not not_once, f"fast jobs that did not run exactly once to their end: {some(not_once)}"

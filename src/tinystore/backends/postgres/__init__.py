@@ -39,7 +39,6 @@ import threading
 import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any, Callable, Iterator, Optional
 
 import psycopg
@@ -48,8 +47,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..._errors import Closed, Conflict, Error, InvalidArgument, Unavailable
 from ..._options import QueueOptions
-from ..._settle import Requeue
+from ..._settle import gives_work
 from ..._transaction import Transaction
+from .._appconn import driver_connection, join_transaction
 from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
                      NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
 from . import _claim, _groups, _jobs, _leases, _sql
@@ -278,14 +278,14 @@ class PostgresBackend(Backend):
 
     def _options_in(self, queue: str, conn: PgConn) -> QueueOptions:
         text = _groups.options_text(conn, queue)
-        return _options(text) if text is not None else QueueOptions()
+        return QueueOptions.kept(text) if text is not None else QueueOptions()
 
     # Queues
 
     def load_options(self, queue: str) -> Optional[QueueOptions]:
         with self._read(queue=queue) as conn:
             row = conn.one(self.q.queue_options, (queue,))
-        return _options(row[0]) if row else None
+        return QueueOptions.kept(row[0]) if row else None
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
         q = self.q
@@ -476,7 +476,7 @@ class PostgresBackend(Backend):
             opts = self._options_in(queue, conn)  # as kept: another process may have changed them
             stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
             expired = _leases.end_expired(conn, queue, opts, t)
-            if expired or _gives_work(settlements, stale, opts):
+            if expired or gives_work(settlements, stale, opts):
                 self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
             claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
             wake = None
@@ -615,7 +615,7 @@ class PostgresBackend(Backend):
     def adopt(self, conn: Any, queue: str) -> Transaction:
         self._usable()
         raw = _psycopg_connection_of(conn, queue)
-        _join_transaction(conn)
+        join_transaction(conn)
         known = self._adopted.get(raw)
         if known is None:
             try:
@@ -639,38 +639,8 @@ def _roll_back(raw: psycopg.Connection) -> None:
 
 def _psycopg_connection_of(conn: Any, queue: str) -> psycopg.Connection:
     """The psycopg connection behind ``conn``: itself, or what a SQLAlchemy Connection or Session wraps."""
-    if isinstance(conn, psycopg.Connection):
-        return conn
-    if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # a SQLAlchemy Session
-        conn = conn.connection()
-    dbapi = getattr(getattr(conn, "connection", None), "driver_connection", None)  # a SQLAlchemy Connection
+    dbapi = driver_connection(conn)
     if isinstance(dbapi, psycopg.Connection):
         return dbapi
     raise InvalidArgument(f"conn= must be a psycopg 3 connection (not an async one), or a SQLAlchemy Connection "
                           f"or Session on postgresql+psycopg://, not {type(conn).__name__}", queue=queue)
-
-
-def _join_transaction(conn: Any) -> None:
-    """Make a SQLAlchemy Connection count the job's insert as a statement of its own transaction (see
-    sqlite/_appconn.join_transaction); a Session began one when asked for its connection."""
-    in_transaction = getattr(conn, "in_transaction", None)
-    if not isinstance(conn, psycopg.Connection) and not hasattr(conn, "get_bind") and callable(in_transaction) \
-            and not in_transaction():
-        conn.begin()
-
-
-def _gives_work(settlements: list[Settlement], stale: list[Settlement], opts: QueueOptions) -> bool:
-    """Whether applying these settlements may let another process claim (see the SQLite backend's)."""
-    applied = len(settlements) - len(stale)
-    if not applied:
-        return False
-    if opts.concurrency is not None or opts.group_concurrency is not None:
-        return True
-    kept = {id(s) for s in stale}
-    return any(isinstance(s.decision, Requeue) for s in settlements if id(s) not in kept)
-
-
-@lru_cache(maxsize=1024)
-def _options(text: str) -> QueueOptions:
-    """Options as kept (JSON text), parsed once per text: every claim cycle reads them."""
-    return QueueOptions.from_json(json.loads(text))

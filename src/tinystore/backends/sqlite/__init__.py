@@ -19,14 +19,14 @@ import sqlite3
 import threading
 from concurrent.futures import Future
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any, Callable, Iterator, Optional
 
 from ..._errors import Closed, Conflict, Error, InvalidArgument
 from ..._options import QueueOptions
-from ..._settle import Requeue
+from ..._settle import gives_work
 from ..._transaction import Transaction
-from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
+from .._appconn import join_transaction
+from .._base import (Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
                      NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
 from . import _appconn, _claim, _groups, _identity, _jobs, _leases
 from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
@@ -314,7 +314,7 @@ class SQLiteBackend(Backend):
 
     def _options_in(self, queue: str, conn: Optional[sqlite3.Connection] = None) -> QueueOptions:
         row = (conn or self._writer_conn()).execute(Q.queue_options, (queue,)).fetchone()
-        return _options(row[0]) if row else QueueOptions()
+        return QueueOptions.kept(row[0]) if row else QueueOptions()
 
     def _writer_conn(self) -> sqlite3.Connection:
         return self._writer._conn
@@ -322,7 +322,7 @@ class SQLiteBackend(Backend):
     def load_options(self, queue: str) -> Optional[QueueOptions]:
         with self._about(queue), self._read() as conn:
             row = conn.execute(Q.queue_options, (queue,)).fetchone()
-        return _options(row[0]) if row else None
+        return QueueOptions.kept(row[0]) if row else None
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
         def op(conn: sqlite3.Connection) -> None:
@@ -449,7 +449,7 @@ class SQLiteBackend(Backend):
             opts = self._options_in(queue, conn)  # as kept: another process may have changed them
             stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
             expired = _leases.end_expired(conn, queue, opts, t)
-            if expired or _gives_work(settlements, stale, opts):
+            if expired or gives_work(settlements, stale, opts):
                 self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
             claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
             wake = None
@@ -537,7 +537,7 @@ class SQLiteBackend(Backend):
     def adopt(self, conn: Any, queue: str) -> Transaction:
         connection = _appconn.sqlite_connection_of(conn, queue)
         _appconn.check_same_file(connection, self.path, queue)
-        _appconn.join_transaction(conn)
+        join_transaction(conn)
         return Transaction(connection)
 
     def maintain(self, now: float, batch: int = 500, progress: Optional[Callable[[int], None]] = None) -> int:
@@ -557,25 +557,6 @@ class SQLiteBackend(Backend):
                                   conn.execute(Q.changes_prune),
                                   conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
         return removed
-
-
-def _gives_work(settlements: list[Settlement], stale: list[Settlement], opts: QueueOptions) -> bool:
-    """Whether applying these settlements may let another process claim: a job waits again, or, where
-    the queue limits how many run at once, a place was freed. A job done or failed under no such limit
-    gives nobody work, and tells nobody."""
-    applied = len(settlements) - len(stale)
-    if not applied:
-        return False
-    if opts.concurrency is not None or opts.group_concurrency is not None:
-        return True
-    kept = {id(s) for s in stale}
-    return any(isinstance(s.decision, Requeue) for s in settlements if id(s) not in kept)
-
-
-@lru_cache(maxsize=1024)
-def _options(text: str) -> QueueOptions:
-    """Options as kept (JSON text), parsed once per text: every claim cycle reads them."""
-    return QueueOptions.from_json(json.loads(text))
 
 
 def _statements(script: str) -> list[str]:
