@@ -14,8 +14,9 @@ running than slots, whatever their timeouts (``Deadlines``).
 
 Every commit is told as a ``Notice`` (``_notify``), from this process or
 another: it wakes only the runners of the queues that got work, and stops
-the handlers of jobs that were cancelled, wherever the cancel was made. No
-call from the loop blocks on the database: writes are awaited, and what a
+the handlers of jobs that were cancelled, wherever the cancel was made. The
+loop reads nothing from the database: writes are awaited (a local SQLite
+file may commit one on the loop's thread, see ``backends/_base``), and what a
 worker must know (the options kept, the leases still held) comes back with
 the result of a write. Every few seconds the worker asks the backend to end
 the leases of processes that died (DUR-03).
