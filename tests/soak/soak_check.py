@@ -483,7 +483,7 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
                 p = proc(r.pid)
                 windows = p.stops + p.stalls + [(s, c) for s, c, _ in p.frozen]
                 return any(s <= r.b <= c + bounds.claim_lag for s, c in windows)
-            begins = sorted((r.b, r) for r in qruns if not after_cont(r))
+            begins = sorted(((r.b, r) for r in qruns if not after_cont(r)), key=lambda pair: pair[0])  # equal times tie
             peak, episodes = busiest_windows(begins, width, count)
             peaks[f"{q} rate"] = f"{peak} begins in the busiest {width:g}s window, rate {count}/{period:g}s"
             for t, rs in episodes:

@@ -203,6 +203,14 @@ def test_more_starts_than_the_rate_is_caught():
     assert failing(s.check()) == {3}
 
 
+def test_two_handlers_of_a_rate_limited_queue_that_begin_at_the_same_instant_are_checked_like_any_others():
+    s = healthy()
+    for pid, job in ((1, "tied-1"), (4, "tied-2")):
+        s.job(job, "rate")
+        s.run(pid, "rate", job, 1, 9.0, 9.5)  # the same begin time, to the microsecond, in two processes
+    assert failing(s.check()) == set()
+
+
 def test_two_live_attempts_of_one_job_are_caught():
     s = healthy()
     s.job("two", "aio", attempt=2)
