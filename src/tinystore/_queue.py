@@ -163,6 +163,20 @@ class Queue:
         rows = self._ctx.backend.jobs(self.name, state, group, limit, after, now)
         return [self._state(r, now) for r in rows]
 
+    def usage(self, groups: int = 5) -> dict[str, Any]:
+        """How full the queue's limits are now: ``rate_used``, its starts in the current window of its
+        ``rate`` (None where it has none), and ``busiest_groups``, its ``groups`` (1 to 100) groups with
+        the most running jobs, busiest first, as ``{"group": name, "running": n}``. The limits themselves
+        are in ``options`` (``reload()`` reads what the store keeps)."""
+        if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= 100:
+            raise InvalidArgument(f"groups={groups!r} must be an int from 1 to 100", queue=self.name)
+        self._ctx.check_open()
+        rate = self.options.rate
+        now = self._ctx.clock.now()
+        used = self._ctx.backend.usage(self.name, now - rate[1] if rate else now, groups)
+        return {"rate_used": used.started if rate else None,
+                "busiest_groups": [{"group": g.grp, "running": g.running} for g in used.groups]}
+
     # Changing
 
     def cancel(self, id: str) -> bool:

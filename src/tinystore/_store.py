@@ -19,7 +19,7 @@ from ._outage import Outages
 from ._options import QueueOptions, parse_options
 from ._queue import Queue
 from ._transaction import Transaction
-from ._values import check_queue_name
+from ._values import check_queue_name, from_timestamp
 from ._watch import Watches
 from ._worker import Worker
 from .backends import DURABILITY, LOCK_TIMEOUT, open_backend
@@ -198,6 +198,35 @@ class Store:
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
+
+    def minute_counts(self, minutes: int = 60) -> dict[str, list[dict[str, Any]]]:
+        """Per queue, its runs begun, jobs done and jobs failed for good in each of the last ``minutes``
+        minutes (1 to 1440; the store keeps a day), oldest first, as ``{"minute": its start (aware UTC),
+        "started": n, "done": n, "failed": n}``; a minute in which nothing happened is left out."""
+        if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= 1440:
+            raise InvalidArgument(f"minutes={minutes!r} must be an int from 1 to 1440")
+        self._ctx.check_open()
+        since = int(self.clock.now() // 60) - minutes + 1
+        out: dict[str, list[dict[str, Any]]] = {}
+        for c in self._backend.minute_counts(since):
+            out.setdefault(c.queue, []).append({"minute": from_timestamp(c.minute * 60), "started": c.started,
+                                                "done": c.done, "failed": c.failed})
+        return out
+
+    def on_change(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` whenever the store may have changed: a commit of any process that gave a
+        queue work (jobs added or requeued, room freed under a limit) or cancelled a job, another
+        process's commit to a SQLite file, or the clock moved. It is called on the thread that heard it,
+        and must return quickly. A job that ends under no limit may be told by nothing (its commit gives
+        nobody work): who shows counts reads them again now and then too. Returns a function that stops
+        the calls."""
+        if not callable(callback):
+            raise InvalidArgument(f"on_change takes a callable, not {callback!r}")
+        self._ctx.check_open()
+        def listener(notice: Any) -> None:
+            callback()
+        self._ctx.notices.subscribe(listener)
+        return lambda: self._ctx.notices.unsubscribe(listener)
 
     # Serving
 

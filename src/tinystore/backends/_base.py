@@ -30,6 +30,7 @@ from typing import Any, Callable, ContextManager, Optional
 from .._options import QueueOptions
 from .._settle import Decision
 from .._transaction import Transaction
+from ._reads import Reads
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,8 @@ NoticeListener = Callable[[Notice], None]
 FailureListener = Callable[[BaseException], None]
 
 
-class Backend(ABC):
-    """Everything a store asks of its database."""
+class Backend(Reads, ABC):
+    """Everything a store asks of its database (and the reads of an operator's page, ``_reads``)."""
 
     location: str  # where the store is, for messages: a file's path, or a URL without its password
 

@@ -55,6 +55,7 @@ from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, 
 from . import _claim, _groups, _jobs, _leases, _sql
 from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
 from ._keeper import Keeper
+from ._reads import PostgresReads
 from ._writer import Writer
 
 DURABILITY = ("full", "normal", "off")
@@ -66,7 +67,7 @@ COMMIT_UNKNOWN = "the connection was lost during COMMIT: the transaction may or 
 log = logging.getLogger("tinystore.store")
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(PostgresReads, Backend):
     def __init__(self, url: str, schema: str = "tinystore", durability: str = "full",
                  lock_timeout: float = LOCK_TIMEOUT):
         if durability not in DURABILITY:

@@ -34,13 +34,14 @@ from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, co
 from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
 from ._hearing import Hearing
+from ._reads import SQLiteReads
 from ._writer import Writer
 
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}  # PRAGMA synchronous
 log = logging.getLogger("tinystore.store")
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(SQLiteReads, Backend):
     def __init__(self, path: str, durability: str = "full", lock_timeout: float = LOCK_TIMEOUT):
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
