@@ -9,6 +9,7 @@
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
 - ``check``     read every page of a SQLite store file and say whether it is damaged
+- ``dashboard`` serve a web page of the store's queues and jobs, with retry and cancel behind a token
 - ``_common``   opening a store (read-only for the commands that only read), output for people or
   ``--json``, progress
 
@@ -38,10 +39,10 @@ from typing import Optional, Sequence
 import tinystore
 from tinystore import backends
 
-from . import add, cancel, check, jobs, maintain, retry, show, status, worker
+from . import add, cancel, check, dashboard, jobs, maintain, retry, show, status, worker
 from ._common import CommandError
 
-COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain, check)
+COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain, check, dashboard)
 
 
 class _Parser(argparse.ArgumentParser):

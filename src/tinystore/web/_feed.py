@@ -1,0 +1,133 @@
+"""One change feed per app: the store's notices, read once, told to every browser that looks.
+
+A browser that opens the event stream names what it shows (a view: the
+queues, a page of jobs, one job). One thread reads each view that someone
+looks at, once, and tells each of its browsers what changed since it last
+told them: so a hundred browsers on the same job cost one read of it.
+
+It reads when the store says it may have changed (``store.on_change``),
+never more often than every ``MIN_GAP`` seconds (a burst of commits is one
+read), nor more often than its last read's cost allows (a read that took
+0.2 s waits 0.8 s before the next). A job that ends under no limit may be
+told by no notice, so it also reads every ``REFRESH`` seconds while anyone
+looks. Nobody looking, the thread ends and the store is not read at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Optional
+
+from .._errors import Closed, Error
+from .._store import Store
+from ._views import NotFound
+
+log = logging.getLogger("tinystore.web")
+
+MIN_GAP = 0.3
+REFRESH = 3.0
+COST_SHARE = 4  # wait at least this many times the last read's cost: reading stays a fifth of the time
+
+Read = Callable[[], Any]
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One browser's stream: what it looks at, and what it was told last of each event."""
+
+    views: dict[str, tuple[Hashable, Read]]  # event name -> (view key, its read)
+    loop: asyncio.AbstractEventLoop
+    inbox: "asyncio.Queue[Optional[tuple[str, str]]]" = field(default_factory=asyncio.Queue)
+    told: dict[str, str] = field(default_factory=dict)
+
+
+class Feed:
+    def __init__(self, store: Store):
+        self._store = store
+        self._subscribers: set[Subscriber] = set()
+        self._lock = threading.Lock()
+        self._changed = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def subscribe(self, views: dict[str, tuple[Hashable, Read]]) -> Subscriber:
+        """A stream of ``(event, JSON text)`` for each of ``views``, first as they are, then each change;
+        None at its end (the store closed)."""
+        subscriber = Subscriber(views, asyncio.get_running_loop())
+        with self._lock:
+            self._subscribers.add(subscriber)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tinystore-web-feed", daemon=True)
+                self._thread.start()
+        self._changed.set()
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        with self._lock:
+            self._subscribers.discard(subscriber)
+
+    def _run(self) -> None:
+        try:
+            stop = self._store.on_change(self._changed.set)
+        except Error as exc:
+            self._end(exc)
+            return
+        try:
+            while True:
+                self._changed.wait(REFRESH)
+                self._changed.clear()
+                with self._lock:
+                    if not self._subscribers:
+                        self._thread = None
+                        return
+                    subscribers = list(self._subscribers)
+                began = time.monotonic()
+                self._publish(subscribers)
+                time.sleep(max(MIN_GAP, COST_SHARE * (time.monotonic() - began)))  # a burst is one read
+        except Closed as exc:
+            self._end(exc)
+        finally:
+            stop()
+
+    def _end(self, exc: Exception) -> None:
+        """The store closed, or cannot be heard: every stream ends, saying why."""
+        with self._lock:
+            subscribers, self._subscribers, self._thread = list(self._subscribers), set(), None
+        for s in subscribers:
+            self._tell(s, ("trouble", json.dumps({"error": str(exc)})))
+            self._tell(s, None)
+
+    def _publish(self, subscribers: list[Subscriber]) -> None:
+        """Read each view someone looks at once; tell each subscriber what differs from what it was told."""
+        read: dict[Hashable, str] = {}
+        for s in subscribers:
+            for event, (key, fn) in s.views.items():
+                if key not in read:
+                    read[key] = _read(fn)
+                text = read[key]
+                if s.told.get(event) != text:
+                    s.told[event] = text
+                    self._tell(s, (event, text))
+
+    def _tell(self, s: Subscriber, item: Optional[tuple[str, str]]) -> None:
+        try:
+            s.loop.call_soon_threadsafe(s.inbox.put_nowait, item)
+        except RuntimeError:  # its server's event loop has ended: nobody reads this stream
+            self.unsubscribe(s)
+
+
+def _read(fn: Read) -> str:
+    """A view as JSON text; what could not be read, as the error the page shows."""
+    try:
+        return json.dumps(fn())
+    except Closed:
+        raise
+    except NotFound as exc:
+        return json.dumps({"gone": str(exc)})
+    except Error as exc:  # the store cannot be read for a while: say so, and read again later
+        log.warning("dashboard: %s", exc)
+        return json.dumps({"error": str(exc)})
