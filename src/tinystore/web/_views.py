@@ -38,7 +38,12 @@ def _seconds(t: float) -> Optional[str]:
 
 
 def _rate(rate: Optional[tuple[int, float]]) -> Optional[str]:
-    return None if rate is None else f"{rate[0]}/{rate[1]:g}s"
+    """A rate as users write it: 600/m, 10/s, 5/30s."""
+    if rate is None:
+        return None
+    count, period = rate
+    unit = {1.0: "s", 60.0: "m", 3600.0: "h"}.get(period, f"{period:g}s")
+    return f"{count}/{unit}"
 
 
 # The queues

@@ -17,7 +17,7 @@ function el(tag, attrs, ...children) {
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -129,12 +129,12 @@ function failed(target, error) {
 function drawDiagram(totals) {
   // The chapter's states: scheduled → waiting → running → done / failed, and cancelled.
   const box = { w: 118, h: 46 };
-  const at = { scheduled: [8, 40], waiting: [168, 40], running: [328, 40], done: [514, 4], failed: [514, 82], cancelled: [248, 150] };
+  const at = { scheduled: [8, 40], waiting: [184, 40], running: [360, 40], done: [534, 4], failed: [534, 82], cancelled: [272, 150] };
   const edges = [
-    ["scheduled", "waiting", "its time comes"], ["waiting", "running", "a worker claims"],
+    ["scheduled", "waiting", "due"], ["waiting", "running", "claimed"],
     ["running", "done", ""], ["running", "failed", ""],
   ];
-  const root = svg("svg", { class: "diagram", id: "diagram", viewBox: "0 0 640 206", role: "img", "aria-label": "the states of a job" });
+  const root = svg("svg", { class: "diagram", id: "diagram", viewBox: "0 0 660 206", role: "img", "aria-label": "the states of a job" });
   root.append(svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" },
     svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#5f6b7a" }))));
   const right = (s) => [at[s][0] + box.w, at[s][1] + box.h / 2];
@@ -223,8 +223,10 @@ function jobRows(data) {
   const head = el("tr", {}, ["id", "state", "group", "due", "attempt", "error"].map((h) => el("th", {}, h)));
   const rows = data.jobs.map((j) => el("tr", { "data-id": j.id },
     el("td", { class: "id" }, link("job", { queue: data.queue, id: j.id }, j.id)),
-    el("td", { class: "state s-" + j.state }, j.state), el("td", {}, j.group ?? "—"), el("td", {}, when(j.at)),
-    el("td", {}, `${j.attempt}/${j.attempts}`), el("td", { class: "err" }, j.error ?? "")));
+    el("td", { class: "state s-" + j.state, "data-label": "state" }, j.state),
+    el("td", { "data-label": "group" }, j.group ?? "—"), el("td", { "data-label": "due" }, when(j.at)),
+    el("td", { "data-label": "attempt" }, `${j.attempt}/${j.attempts}`),
+    j.error ? el("td", { class: "err", "data-label": "error" }, j.error) : el("td", {})));
   return el("div", { class: "table" }, el("table", {}, el("thead", {}, head), el("tbody", {}, rows)));
 }
 
@@ -243,7 +245,11 @@ async function showJobs(params) {
   const list = el("div", { id: "list" }, "Loading…");
   main.replaceChildren(el("h1", {}, "Jobs"), form, list);
   if (!params.queue) { list.textContent = "No queues yet."; return; }
+  let drawn = null;
   const draw = (data) => {
+    const text = JSON.stringify(data);
+    if (text === drawn) return;
+    drawn = text;
     const pager = el("div", { class: "pager" },
       params.after ? link("jobs", { ...params, after: "" }, "First page") : null,
       data.next ? link("jobs", { ...params, after: data.next }, "Next page") : null);
@@ -272,7 +278,7 @@ function drawJob(job) {
   const last = seen[seen.length - 1];
   const now = [job.state, job.attempt, job.error].join("|");
   if (!last || last.key !== now) seen.push({ key: now, at: new Date().toISOString(), what: `seen ${job.state}, attempt ${job.attempt}` });
-  const timeline = [...job.timeline, ...seen.slice(1)].map((t) => el("li", {}, when(t.at), t.what));
+  const timeline = [...job.timeline, ...seen.slice(1)].map((t) => el("li", {}, when(t.at), " ", t.what));
   return [
     el("h1", {}, "Job ", el("span", { id: "job-id" }, job.id)),
     el("div", { class: "actions" }, buttons),
@@ -282,8 +288,9 @@ function drawJob(job) {
     job.result !== null && job.result !== undefined ? [el("h2", {}, "Result"), el("pre", { id: "result" }, json(job.result))] : null,
     job.error ? [el("h2", {}, "Error"), el("pre", { class: "error", id: "error" }, job.error)] : null,
     el("h2", {}, "Steps kept"),
-    job.steps.length ? el("div", { class: "table" }, el("table", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "attempt"), el("th", {}, "answer")),
-      job.steps.map((s) => el("tr", {}, el("td", {}, s.name), el("td", {}, s.attempt), el("td", {}, el("pre", {}, json(s.answer))))))) : el("p", { class: "muted" }, "none"),
+    job.steps.length ? el("div", { class: "table" }, el("table", {}, el("tr", { class: "head" }, el("th", {}, "step"), el("th", {}, "attempt"), el("th", {}, "answer")),
+      job.steps.map((s) => el("tr", {}, el("td", { "data-label": "step" }, s.name), el("td", { "data-label": "attempt" }, s.attempt),
+        el("td", {}, el("pre", {}, json(s.answer))))))) : el("p", { class: "muted" }, "none"),
     el("h2", {}, "Timeline"), el("ol", { class: "timeline" }, timeline),
   ];
 }
@@ -291,7 +298,11 @@ function drawJob(job) {
 async function showJob(params) {
   seen.length = 0;
   main.replaceChildren(el("p", {}, "Loading…"));
+  let drawn = null;
   const draw = (job) => {
+    const text = JSON.stringify(job);
+    if (text === drawn) return;  // the stream's first message is what the page read: nothing to redraw
+    drawn = text;
     if (job.gone) main.replaceChildren(el("h1", {}, "Job ", params.id), el("p", {}, job.gone));
     else if (job.error && !job.id) say(job.error, true);
     else main.replaceChildren(...drawJob(job).flat().filter(Boolean));
