@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from conftest import DOCS, TOKEN, WAIT, Dashboard
+from webtools import DOCS, TOKEN, WAIT, Dashboard
 
 import tinystore
 
@@ -164,7 +164,7 @@ def test_a_payload_holding_a_script_is_shown_as_text(browser: Any, site: Site) -
     assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
 
 
-@pytest.mark.parametrize("page", ["#/", f"#/job?queue=mail&id=mail:ann", "#/jobs?queue=mail"])
+@pytest.mark.parametrize("page", ["#/", "#/job?queue=mail&id=mail:ann", "#/jobs?queue=mail"])
 def test_at_a_phones_width_nothing_is_wider_than_the_screen(browser: Any, site: Site, page: str) -> None:
     browser.set_window_size(390, 844)
     try:

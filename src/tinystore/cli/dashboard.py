@@ -1,7 +1,9 @@
 """Serve the dashboard of a store, a web page of its queues and jobs, until SIGINT or SIGTERM.
 
 It binds 127.0.0.1 unless --host says otherwise, and prints its address
-(with ``--port 0``, the port the system picked). Actions that change jobs
+once it serves (with ``--port 0``, the port the system picked). SIGINT or
+SIGTERM ends the open event streams within a few seconds, closes the store
+and exits 0. Actions that change jobs
 need the token: --token, else TINYSTORE_TOKEN, else one made now and
 printed, in an address that hands it to the page (after ``#``, which a
 browser never sends to a server).
@@ -12,8 +14,9 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import socket
-import sys
+from typing import Any
 
 from tinystore import backends
 
@@ -58,12 +61,20 @@ def run(args: argparse.Namespace) -> int:
         listening = _listen(args.host, args.port)
         host, port = listening.getsockname()[:2]
         address = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-        print(f"tinystore dashboard of {backends.shown(store.location)} at {address}")
+        lines = [f"tinystore dashboard of {backends.shown(store.location)} at {address}"]
         if made:
-            print(f"token for actions: {token} (open {address}#token={token} to hand it to the page)")
-        sys.stdout.flush()
+            lines.append(f"token for actions: {token} (open {address}#token={token} to hand it to the page)")
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: Any = None) -> None:
+                await super().startup(sockets)
+                if self.started:  # serving, and SIGINT and SIGTERM stop it gracefully from now on
+                    print("\n".join(lines), flush=True)
+
         config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=GRACE)
-        uvicorn.Server(config).run(sockets=[listening])
+        for sig in (signal.SIGINT, signal.SIGTERM):  # uvicorn stops on it, then raises it again here:
+            signal.signal(sig, lambda *_: None)      # it was handled, and the store closes as it should
+        Server(config).run(sockets=[listening])
     return 0
 
 
