@@ -106,6 +106,7 @@ def test_the_queues_are_shown_with_the_counts_stats_gives(client: httpx.Client, 
     data = client.get("/api/overview").json()
     stats = store.stats()
     assert [q["name"] for q in data["queues"]] == sorted(stats) == ["empty", "work"]
+    assert sorted(client.get("/api/queues").json()["queues"]) == ["empty", "work"]
     work = next(q for q in data["queues"] if q["name"] == "work")
     assert work["counts"] == {state: stats["work"][state] for state in STATES}
     assert work["counts"] == {"scheduled": 1, "waiting": 0, "running": 0, "done": 4, "failed": 2}

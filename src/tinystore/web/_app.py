@@ -51,6 +51,9 @@ def build(store: Store, token: str) -> Starlette:
     async def overview(request: Request) -> Response:
         return await _answer(lambda: _views.overview(store))
 
+    async def queues(request: Request) -> Response:
+        return await _answer(lambda: {"queues": store.queues()})
+
     async def jobs(request: Request) -> Response:
         return await _answer(lambda: _views.jobs_page(store, request.query_params))
 
@@ -100,6 +103,7 @@ def build(store: Store, token: str) -> Starlette:
     routes = [
         Route("/", index),
         Route("/api/overview", overview),
+        Route("/api/queues", queues),
         Route("/api/jobs", jobs),
         Route("/api/job", job),
         Route("/api/events", events),

@@ -210,10 +210,11 @@ function queueCards(queues) {
   });
 }
 
-async function showQueues() {
+function showQueues() {
+  // The counts come with the stream's first message: one read of the store for every browser that looks.
   main.replaceChildren(el("h1", {}, "Queues"), drawDiagram({}), el("div", { class: "cards", id: "cards" }, "Loading…"));
   listen({ view: "queues" });
-  try { showOverview(await read("api/overview", {})); } catch (e) { failed(document.getElementById("cards"), e); }
+  if (overview) showOverview(overview);
 }
 
 // --- A page of jobs ----------------------------------------------------------------------------
@@ -231,7 +232,8 @@ function jobRows(data) {
 }
 
 async function showJobs(params) {
-  const names = overview ? overview.queues.map((q) => q.name) : (await read("api/overview", {}).catch(() => ({ queues: [] }))).queues.map((q) => q.name);
+  let names = [];
+  try { names = (await read("api/queues", {})).queues; } catch (e) { failed(main, e); return; }
   if (!params.queue && names.length) params.queue = names[0];
   const field = (name, label, input) => el("label", {}, label, input);
   const queue = el("select", { name: "queue" }, names.map((n) => el("option", { value: n, selected: n === params.queue }, n)));
