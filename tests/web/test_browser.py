@@ -46,9 +46,14 @@ class Site:
                 raise ValueError(f"no mailbox for {payload['to']}")
             return {"sent_to": payload.get("to")}
 
+        self.reporting = threading.Semaphore(0)  # released by each slow report as it starts
+
         @self.reports.work
         def report(payload: Any, run: tinystore.Run) -> None:
             run.step("totals", lambda: {"rows": 3})
+            if payload.get("slow"):
+                self.reporting.release()
+                self.gate.wait(WAIT)
 
         self.failed = self.mail.add({"to": "ann@example.org", "fail": True}, id="mail:ann").id
         self.scripted = self.mail.add({"to": "bob", "note": SCRIPT}, id="mail:script", delay="1h").id
@@ -57,6 +62,10 @@ class Site:
         self.mail.add({"to": "later"}, delay="2h")
         self.store.run_until_idle()
         self.store.start()
+        for team in (0, 1):  # two reports run, one per group: the limits are in use in the screenshot
+            self.reports.add({"slow": True}, group=f"team:{team}")
+        for _ in range(2):
+            assert self.reporting.acquire(timeout=WAIT)
         self.dashboard = Dashboard(self.path, "--token", TOKEN)
 
     def close(self) -> None:
@@ -108,7 +117,7 @@ def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: S
         node = browser.find_element(By.CSS_SELECTOR, f'#diagram g[data-state="{state}"]')
         assert node.text.split()[-1] == str(sum(s[state] for s in stats.values()))
     card = text_of(browser, 'section[data-queue="reports"]')
-    assert "0 of 2" in card and "of 100/m" in card and "at most 1" in card
+    assert "2 of 2" in card and "of 100/m" in card and "at most 1" in card and "team:0: 1 of 1, team:1: 1 of 1" in card
     browser.save_screenshot(str(DOCS / "dashboard-queues.png"))
 
 

@@ -183,7 +183,8 @@ function limits(l) {
     rows.push(["rate", [`${l.rate_used} of ${l.rate} `, meter(l.rate_used, count)]]);
   }
   if (l.group_concurrency || l.group_rate) {
-    const busiest = l.busiest_groups.map((g) => `${g.group}: ${g.running}`).join(", ") || "none running";
+    const of = l.group_concurrency ? ` of ${l.group_concurrency}` : "";
+    const busiest = l.busiest_groups.map((g) => `${g.group}: ${g.running}${of}`).join(", ") || "none running";
     rows.push(["per group", [l.group_concurrency ? `at most ${l.group_concurrency}` : "", l.group_rate ? ` ${l.group_rate}` : ""]]);
     rows.push(["busiest groups", busiest]);
   }
