@@ -109,8 +109,8 @@ class Cron(Repeat):
                                   f"{max(_MONTH_DAYS[month] for month in months)} days")
         set_ = object.__setattr__
         set_(self, "text", normal)
-        set_(self, "zone", _zone_name(zone, text))
-        set_(self, "_tz", ZoneInfo(zone))
+        set_(self, "_tz", _zone(zone, text))
+        set_(self, "zone", zone)
         set_(self, "_minutes", tuple(sorted(minutes)))
         set_(self, "_hours", tuple(sorted(hours)))
         # the second of the day of each hour's last minute, to skip an hour in one look
@@ -146,20 +146,20 @@ class Cron(Repeat):
                 if found is not None and (best is None or found < best):
                     best = found  # a later day may still hold an earlier instant: the next one decides
         if best is None:
-            raise InvalidArgument(f"{self} has no time after {t} before the year 10000")
+            raise InvalidArgument(f"{self} has no time after {t} before the year 9999")
         return best
 
     def _days(self, start: date):
-        """The days the rule matches, from ``start`` on, to the end of the year 9999."""
+        """The days the rule matches, from ``start`` on, to the end of the year 9998."""
         year, month, first = start.year, start.month, start.day
-        while year < 10000:
+        while year < 9999:  # the last year a datetime has, whose last day has no next midnight
             if self._months[month]:
                 weekday, length = calendar.monthrange(year, month)  # weekday of the 1st, Monday 0
                 candidates = self._dom_list
                 for day in candidates[bisect_left(candidates, first):]:
                     if day > length:
                         break
-                    dom, dow = self._doms[day], self._dows[(weekday + day) % 7]
+                    dom, dow = self._doms[day], self._dows[(weekday + day) % 7]  # cron's Sunday is 0
                     if (dom or dow) if self._either_day else (dom and dow):
                         yield date(year, month, day)
             month, first = month + 1, 1
@@ -293,7 +293,7 @@ def from_stored(text: str) -> Repeat:
                           '{"cron": text, "zone": name} nor {"every": seconds}')
 
 
-def _zone_name(zone: object, text: str) -> str:
+def _zone(zone: object, text: str) -> ZoneInfo:
     if zone is None:
         raise InvalidArgument(f"cron text {text!r} needs a zone: an IANA zone name such as 'Europe/Berlin' or 'UTC'")
     if not isinstance(zone, str):
@@ -302,10 +302,9 @@ def _zone_name(zone: object, text: str) -> str:
     if zone == "localtime":  # a file some systems keep beside the zones: this machine's zone, whatever it is
         raise InvalidArgument(f"the zone of cron text {text!r} must be a named IANA zone, not 'localtime'")
     try:
-        ZoneInfo(zone)
+        return ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidArgument(f"the zone {zone!r} of cron text {text!r} is not a known IANA zone name") from None
-    return zone
 
 
 def _field(part: str, spec: tuple, text: str) -> set[int]:

@@ -187,6 +187,11 @@ def test_the_last_minute_of_a_year_is_followed_by_the_first_of_the_next():
     assert runs(cron("* * * * *", zone="UTC"), utc(2026, 12, 31, 23, 59), 1) == [utc(2027, 1, 1)]
 
 
+def test_a_rule_with_no_time_left_before_the_year_9999_says_so():
+    with pytest.raises(InvalidArgument, match=r'cron "0 0 29 feb \*" in UTC has no time after .* before the year 9999'):
+        cron("0 0 29 feb *", zone="UTC").next_after(utc(9996, 3, 1).timestamp())
+
+
 def test_times_are_local_wall_times_in_the_zone():
     # Moscow is UTC+3 all year: 03:10 there is 00:10 UTC
     rule = cron("10 3 * * *", zone="Europe/Moscow")
