@@ -130,8 +130,12 @@ class Cron(Repeat):
         return f"tinystore.cron({self.text!r}, zone={self.zone!r})"
 
     def next_after(self, t: float) -> float:
+        try:
+            day = datetime.fromtimestamp(t, self._tz).date()
+        except (OverflowError, ValueError):  # t is past the last day a datetime has
+            raise InvalidArgument(f"{self} has no time after {t} before the year 10000") from None
         # A day before t's local day too: where clocks go back across midnight, its last times come again after t.
-        start = datetime.fromtimestamp(t, self._tz).date() - _ONE_DAY
+        start = day - _ONE_DAY if day > date.min else day
         best = None
         for day in self._days(start):
             if best is not None and min(self._instants(day, self._hours[0], self._minutes[0])) >= best:
@@ -146,13 +150,13 @@ class Cron(Repeat):
                 if found is not None and (best is None or found < best):
                     best = found  # a later day may still hold an earlier instant: the next one decides
         if best is None:
-            raise InvalidArgument(f"{self} has no time after {t} before the year 9999")
+            raise InvalidArgument(f"{self} has no time after {t} before the year 10000")
         return best
 
     def _days(self, start: date):
-        """The days the rule matches, from ``start`` on, to the end of the year 9998."""
+        """The days the rule matches, from ``start`` on, to the end of the year 9999."""
         year, month, first = start.year, start.month, start.day
-        while year < 9999:  # the last year a datetime has, whose last day has no next midnight
+        while year < 10000:
             if self._months[month]:
                 weekday, length = calendar.monthrange(year, month)  # weekday of the 1st, Monday 0
                 candidates = self._dom_list
@@ -167,9 +171,9 @@ class Cron(Repeat):
                 year, month = year + 1, 1
 
     def _steady_offset(self, day: date) -> int | None:
-        """The zone's UTC offset in seconds through all of ``day``, or None where it changes on that day."""
+        """The zone's UTC offset in seconds at every minute of ``day``, or None where it changes on that day."""
         start = datetime(day.year, day.month, day.day, tzinfo=self._tz)
-        end = start + _ONE_DAY  # the next midnight, in wall time
+        end = start.replace(hour=23, minute=59)  # the day's last minute: is it repeated, or after a change?
         offset = start.utcoffset()
         if offset == start.replace(fold=1).utcoffset() == end.utcoffset() == end.replace(fold=1).utcoffset():
             return int(offset.total_seconds())

@@ -187,9 +187,21 @@ def test_the_last_minute_of_a_year_is_followed_by_the_first_of_the_next():
     assert runs(cron("* * * * *", zone="UTC"), utc(2026, 12, 31, 23, 59), 1) == [utc(2027, 1, 1)]
 
 
-def test_a_rule_with_no_time_left_before_the_year_9999_says_so():
-    with pytest.raises(InvalidArgument, match=r'cron "0 0 29 feb \*" in UTC has no time after .* before the year 9999'):
-        cron("0 0 29 feb *", zone="UTC").next_after(utc(9996, 3, 1).timestamp())
+def test_the_last_times_a_datetime_has_are_found():
+    assert runs(cron("59 23 31 12 *", zone="UTC"), utc(9999, 12, 31), 1) == [utc(9999, 12, 31, 23, 59)]
+    # 23:59 on 9999-12-31 in Midway (UTC-11) is in the year 10000 in UTC
+    assert cron("59 23 31 12 *", zone="Pacific/Midway").next_after(utc(9999, 12, 31).timestamp()) == (
+        utc(9999, 12, 31, 23, 59).timestamp() + 11 * 3600)
+
+
+@pytest.mark.parametrize("text, zone, after", [
+    ("0 0 29 feb *", "UTC", utc(9996, 3, 1)),
+    ("59 23 31 12 *", "Pacific/Kiritimati", utc(9999, 12, 31, 10)),  # UTC+14: already its last minute
+    ("* * * * *", "Pacific/Kiritimati", utc(9999, 12, 31, 23, 59, 59)),  # its local time is in the year 10000
+])
+def test_a_rule_with_no_time_left_before_the_year_10000_says_so(text, zone, after):
+    with pytest.raises(InvalidArgument, match=rf"cron .* in {zone} has no time after .* before the year 10000"):
+        cron(text, zone=zone).next_after(after.timestamp())
 
 
 def test_times_are_local_wall_times_in_the_zone():
