@@ -15,6 +15,11 @@ the zone's clocks change:
   each real hour, so ``30 * * * *`` runs at both 01:30s of a repeated hour.
 
 ``every(d)`` runs at every multiple of ``d`` seconds since the UNIX epoch.
+
+``next_after`` is called once per settled run of a repeating job, so it
+walks only the days a rule matches (skipping the months that do not), and
+on a day the zone's offset holds finds the first time by arithmetic; only
+on a day its clocks change does it look up each wall time in the zone.
 """
 
 from __future__ import annotations
@@ -79,6 +84,9 @@ class Repeat:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a {type(self).__name__} rule cannot be changed")
+
+    def __reduce__(self) -> tuple:  # pickle and copy make it again from its text: its attributes cannot be set
+        return from_stored, (self._stored,)
 
 
 class Cron(Repeat):

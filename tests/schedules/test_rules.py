@@ -5,7 +5,9 @@ Times are compared as aware UTC datetimes; a comment gives the local time where 
 
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 from zoneinfo import ZoneInfo
@@ -612,3 +614,10 @@ def test_a_rule_cannot_be_changed():
     with pytest.raises(AttributeError):
         every("1m").seconds = 1
     assert rule.zone == "UTC"
+
+
+@pytest.mark.parametrize("rule", [cron("0 8 * * mon", zone="Europe/Berlin"), every("15m")])
+def test_a_rule_survives_pickle_and_copy(rule):
+    assert pickle.loads(pickle.dumps(rule)) == rule
+    assert copy.deepcopy(rule) == copy.copy(rule) == rule
+    assert pickle.loads(pickle.dumps(rule)).next_after(1_800_000_000.0) == rule.next_after(1_800_000_000.0)
