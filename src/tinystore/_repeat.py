@@ -228,8 +228,9 @@ class Cron(Repeat):
         return wall.timestamp(), wall.replace(fold=1).timestamp()
 
     def _gap_end(self, wall: datetime, before: float, after: float) -> float:
-        """The first instant after the gap that skips the naive ``wall`` time: the local time of ``before``
-        is ahead of the gap, that of ``after`` past it. Offsets and their changes are whole seconds."""
+        """The first instant after the gap that skips the naive ``wall`` time, found between ``before``, whose
+        local time comes before the gap, and ``after``, whose local time is past it. Offsets and the instants
+        they change at are whole seconds."""
         low, high = int(before), int(after)
         while high - low > 1:
             middle = (low + high) // 2
