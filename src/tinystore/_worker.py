@@ -37,13 +37,14 @@ import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._answers import Retry, Snooze
+from ._answers import Fail, Retry, Snooze
 from ._context import Context
-from ._errors import Closed
+from ._errors import Closed, InvalidArgument
 from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
-from ._settle import Done, Errored, Requeue, decide, given_back, lost
+from ._settle import Done, Errored, Requeue, decide, given_back, lost, repeating, rule_of
 from ._threads import HandlerThreads
+from ._values import encode_json, from_timestamp
 from .backends._base import Claimed, Notice, Settlement
 
 if TYPE_CHECKING:
@@ -321,11 +322,30 @@ class QueueRunner:
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT:
             now = self.ctx.clock.now()
-            decision = lost(now) if answer is _LOST else decide(answer, c.attempt, q.options, now)
+            answer, decision = self._decide(c, answer, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
             self.ended_ids[c.seq] = f"{q.name}/{c.id}"
             log_outcome(q, run, answer, exc, decision, now)
         self.poke.set()
+
+
+    def _decide(self, c: Claimed, answer: Any, now: float) -> tuple[Any, Any]:
+        """The decision for an attempt's answer (and the answer, where its result turned it into an
+        error): a result that is not JSON, or over 1 MiB, fails the attempt as a raise would (SPEC §9);
+        a repeating job waits for its rule's next time (SPEC §8)."""
+        q = self.queue
+        if answer is _LOST:
+            decision = lost(now)
+        else:
+            result = None
+            if answer is not None and not isinstance(answer, (Retry, Snooze, Fail, Errored)):
+                try:
+                    result = encode_json(answer, "the handler's result", q.name, c.id)
+                except InvalidArgument as exc:
+                    answer = Errored(f"{type(exc).__name__}: {exc}")
+            decision = decide(answer, c.attempt, q.options, now, result)
+        rule = rule_of(c.repeat)
+        return answer, (repeating(decision, rule, c.at, now) if rule is not None else decision)
 
 
 def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
@@ -339,7 +359,14 @@ def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException],
         return
     reason = (decision.error or "").split("\n", 1)[0]
     trace = exc if isinstance(exc, Exception) else None
-    if isinstance(answer, Snooze):
+    if isinstance(decision, Requeue) and decision.reset:  # a repeating job, waiting for its next time
+        if decision.error is None:
+            log.info("%s done in %.3fs; runs again at %s", head, took, from_timestamp(decision.at).isoformat(),
+                     extra=where)
+        else:
+            log.error("%s failed after %.3fs: %s; runs again at its next time, %s", head, took, reason,
+                      from_timestamp(decision.at).isoformat(), extra=where, exc_info=trace)
+    elif isinstance(answer, Snooze):
         log.info("%s snoozed after %.3fs: runs again in %gs", head, took, answer.delay, extra=where)
     elif isinstance(decision, Requeue) and isinstance(answer, Retry):
         log.info("%s asked to run again after %.3fs: runs again in %.3fs", head, took,
