@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
@@ -12,6 +13,7 @@ from ._jobstate import STATES, Job, JobState, state_of
 from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import Transaction
+from ._typed import Decode, decoder
 from ._values import MAX_BATCH, check_text_id, check_time, encode_json, to_timestamp
 from .backends._base import JobDetail, JobRow, NewJob
 
@@ -28,6 +30,7 @@ class Queue:
         self.name = name
         self.options = options
         self.handler: Optional[Callable[..., Any]] = None
+        self.decode: Decode = json.loads  # a job's stored payload as its handler takes it
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r}>"
@@ -222,10 +225,16 @@ class Queue:
     # Handling
 
     def work(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """Register the queue's handler: ``def handler(payload, run)`` or ``async def``."""
+        """Register the queue's handler: ``def handler(payload, run)`` or ``async def``.
+
+        Where ``payload`` is annotated with a dataclass or a pydantic model,
+        the handler gets an instance of it (SPEC §9); a job whose payload no
+        longer fits fails for good, saying why.
+        """
         if not callable(handler):
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
         self.handler = handler
+        self.decode = decoder(handler)
         return handler
 
 

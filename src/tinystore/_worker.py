@@ -31,7 +31,6 @@ worker, and ``serve()`` raises why.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import traceback
 from collections import deque
@@ -44,6 +43,7 @@ from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
 from ._settle import Done, Errored, Requeue, decide, given_back, lost, repeating, rule_of
 from ._threads import HandlerThreads
+from ._typed import Unfit
 from ._values import encode_json, from_timestamp
 from .backends._base import Claimed, Notice, Settlement
 
@@ -284,7 +284,7 @@ class QueueRunner:
         clock = self.ctx.clock
         run._began = clock.now()
         try:
-            answer = await self.handler(json.loads(c.payload), run)
+            answer = await self.handler(self.queue.decode(c.payload), run)
         except BaseException as exc:  # cancellation too: _ended tells what each means
             run._finished = clock.now()
             self._ended(c, run, None, exc)
@@ -296,7 +296,7 @@ class QueueRunner:
         """A ``def`` handler's call, in a handler thread."""
         run._began = self.ctx.clock.now()
         try:
-            return self.handler(json.loads(c.payload), run)
+            return self.handler(self.queue.decode(c.payload), run)
         finally:
             run._finished = self.ctx.clock.now()  # in its thread: the loop may hear of it later
 
@@ -313,6 +313,8 @@ class QueueRunner:
             answer = _NO_SETTLEMENT  # cancelled (JOB-12), or its lease ran out: its answer settles nothing
         elif isinstance(exc, asyncio.CancelledError):
             answer = _LOST  # stopped past the grace period: the next attempt takes over
+        elif isinstance(exc, Unfit):
+            answer = Fail(str(exc))  # it will not fit on any attempt
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
         if self.running.pop(c.seq, None) is not None and not self.is_async:
