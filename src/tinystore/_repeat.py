@@ -15,6 +15,11 @@ the zone's clocks change:
   each real hour, so ``30 * * * *`` runs at both 01:30s of a repeated hour.
 
 ``every(d)`` runs at every multiple of ``d`` seconds since the UNIX epoch.
+
+``next_after`` is called once per settled run of a repeating job, so it
+walks only the days a rule matches (skipping the months that do not), and
+on a day the zone's offset holds finds the first time by arithmetic; only
+on a day its clocks change does it look up each wall time in the zone.
 """
 
 from __future__ import annotations
@@ -80,6 +85,9 @@ class Repeat:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a {type(self).__name__} rule cannot be changed")
 
+    def __reduce__(self) -> tuple:  # pickle and copy make it again from its text: its attributes cannot be set
+        return from_stored, (self._stored,)
+
 
 class Cron(Repeat):
     """Cron text read as local wall times in a named IANA zone, as ``tinystore.cron(text, zone=)`` makes it."""
@@ -109,8 +117,8 @@ class Cron(Repeat):
                                   f"{max(_MONTH_DAYS[month] for month in months)} days")
         set_ = object.__setattr__
         set_(self, "text", normal)
-        set_(self, "zone", _zone_name(zone, text))
-        set_(self, "_tz", ZoneInfo(zone))
+        set_(self, "_tz", _zone(zone, text))
+        set_(self, "zone", zone)
         set_(self, "_minutes", tuple(sorted(minutes)))
         set_(self, "_hours", tuple(sorted(hours)))
         # the second of the day of each hour's last minute, to skip an hour in one look
@@ -130,8 +138,12 @@ class Cron(Repeat):
         return f"tinystore.cron({self.text!r}, zone={self.zone!r})"
 
     def next_after(self, t: float) -> float:
+        try:
+            day = datetime.fromtimestamp(t, self._tz).date()
+        except (OverflowError, ValueError):  # t is past the last day a datetime has
+            raise InvalidArgument(f"{self} has no time after {t} before the year 10000") from None
         # A day before t's local day too: where clocks go back across midnight, its last times come again after t.
-        start = datetime.fromtimestamp(t, self._tz).date() - _ONE_DAY
+        start = day - _ONE_DAY if day > date.min else day
         best = None
         for day in self._days(start):
             if best is not None and min(self._instants(day, self._hours[0], self._minutes[0])) >= best:
@@ -159,7 +171,7 @@ class Cron(Repeat):
                 for day in candidates[bisect_left(candidates, first):]:
                     if day > length:
                         break
-                    dom, dow = self._doms[day], self._dows[(weekday + day) % 7]
+                    dom, dow = self._doms[day], self._dows[(weekday + day) % 7]  # cron's Sunday is 0
                     if (dom or dow) if self._either_day else (dom and dow):
                         yield date(year, month, day)
             month, first = month + 1, 1
@@ -167,9 +179,9 @@ class Cron(Repeat):
                 year, month = year + 1, 1
 
     def _steady_offset(self, day: date) -> int | None:
-        """The zone's UTC offset in seconds through all of ``day``, or None where it changes on that day."""
+        """The zone's UTC offset in seconds at every minute of ``day``, or None where it changes on that day."""
         start = datetime(day.year, day.month, day.day, tzinfo=self._tz)
-        end = start + _ONE_DAY  # the next midnight, in wall time
+        end = start.replace(hour=23, minute=59)  # the day's last minute: is it repeated, or after a change?
         offset = start.utcoffset()
         if offset == start.replace(fold=1).utcoffset() == end.utcoffset() == end.replace(fold=1).utcoffset():
             return int(offset.total_seconds())
@@ -216,8 +228,9 @@ class Cron(Repeat):
         return wall.timestamp(), wall.replace(fold=1).timestamp()
 
     def _gap_end(self, wall: datetime, before: float, after: float) -> float:
-        """The first instant after the gap that skips the naive ``wall`` time: the local time of ``before``
-        is ahead of the gap, that of ``after`` past it. Offsets and their changes are whole seconds."""
+        """The first instant after the gap that skips the naive ``wall`` time, found between ``before``, whose
+        local time comes before the gap, and ``after``, whose local time is past it. Offsets and the instants
+        they change at are whole seconds."""
         low, high = int(before), int(after)
         while high - low > 1:
             middle = (low + high) // 2
@@ -293,7 +306,7 @@ def from_stored(text: str) -> Repeat:
                           '{"cron": text, "zone": name} nor {"every": seconds}')
 
 
-def _zone_name(zone: object, text: str) -> str:
+def _zone(zone: object, text: str) -> ZoneInfo:
     if zone is None:
         raise InvalidArgument(f"cron text {text!r} needs a zone: an IANA zone name such as 'Europe/Berlin' or 'UTC'")
     if not isinstance(zone, str):
@@ -302,10 +315,9 @@ def _zone_name(zone: object, text: str) -> str:
     if zone == "localtime":  # a file some systems keep beside the zones: this machine's zone, whatever it is
         raise InvalidArgument(f"the zone of cron text {text!r} must be a named IANA zone, not 'localtime'")
     try:
-        ZoneInfo(zone)
+        return ZoneInfo(zone)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidArgument(f"the zone {zone!r} of cron text {text!r} is not a known IANA zone name") from None
-    return zone
 
 
 def _field(part: str, spec: tuple, text: str) -> set[int]:
