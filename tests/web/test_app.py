@@ -19,6 +19,7 @@ from starlette.routing import Mount
 import kits
 import tinystore
 import tinystore.web
+from tinystore.web._views import iso
 from webtools import TOKEN, WAIT
 
 STATES = ("scheduled", "waiting", "running", "done", "failed")
@@ -31,10 +32,11 @@ def filled(kit: kits.Kit) -> tinystore.Store:
     work = store.queue("work", attempts=1, dedupe="1h", concurrency=3, group_concurrency=2, rate="50/m")
 
     @work.work
-    def handle(payload: Any, run: tinystore.Run) -> None:
+    def handle(payload: Any, run: tinystore.Run) -> Any:
         run.step("look", lambda: {"seen": payload["n"]})
         if payload.get("fail"):
             raise RuntimeError(f"job {payload['n']} broke")
+        return {"doubled": payload["n"] * 2}
 
     for n in range(6):
         work.add({"n": n, "fail": n % 3 == 0}, id=f"job-{n}", group=f"g{n % 2}")
@@ -143,6 +145,18 @@ def test_a_jobs_page_shows_its_payload_error_steps_and_timeline(client: httpx.Cl
     assert job["error"].startswith("RuntimeError: job 3 broke\nTraceback (most recent call last):")
     assert job["steps"] == [{"name": "look", "attempt": 1, "answer": {"seen": 3}}]
     assert job["lease"] is None and [e["what"] for e in job["timeline"]][-1] == "failed after attempt 1"
+    done = client.get("/api/job", params={"queue": "work", "id": "job-5"}).json()
+    assert (done["state"], done["result"], done["error"]) == ("done", {"doubled": 10}, None)
+
+
+def test_a_schedule_is_shown_with_its_rule_and_next_time(client: httpx.Client, store: tinystore.Store) -> None:
+    store.schedule("nightly", every="15m", payload={"full": False})
+    job = store.queue("nightly").get("nightly")
+    queues = {q["name"]: q for q in client.get("/api/overview").json()["queues"]}
+    assert queues["nightly"]["schedule"] == {"rule": "every 15m", "next": iso(job.at), "state": "scheduled"}
+    assert queues["work"]["schedule"] is None
+    page = client.get("/api/job", params={"queue": "nightly", "id": "nightly"}).json()
+    assert page["repeat"] == "every 15m" and page["payload"] == {"full": False}
 
 
 @pytest.mark.parametrize("path, params, status, message", [
@@ -150,6 +164,7 @@ def test_a_jobs_page_shows_its_payload_error_steps_and_timeline(client: httpx.Cl
     ("/api/jobs", {"queue": "work", "limit": "many"}, 400, "limit='many' must be a whole number"),
     ("/api/jobs", {"queue": "work", "limit": "0"}, 400, "limit='0' must be a whole number"),
     ("/api/jobs", {}, 400, "name a queue"),
+    ("/api/jobs", {"queue": "work", "group": "g" * 1025}, 400, "group must be 1 to 1024 bytes"),
     ("/api/jobs", {"queue": "nowhere"}, 404, "no queue named 'nowhere'"),
     ("/api/job", {"queue": "work", "id": "nobody"}, 404, "no job 'nobody'"),
     ("/api/job", {"queue": "work"}, 400, "name a job"),

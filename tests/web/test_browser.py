@@ -60,6 +60,7 @@ class Site:
         for i in range(6):
             self.reports.add({"day": i}, group=f"team:{i % 2}")
         self.mail.add({"to": "later"}, delay="2h")
+        self.store.schedule("digest", every="1h")
         self.store.run_until_idle()
         self.store.start()
         for team in (0, 1):  # two reports run, one per group: the limits are in use in the screenshot
@@ -116,6 +117,7 @@ def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: S
     for state in STATES:  # the diagram: each state with the count of every queue
         node = browser.find_element(By.CSS_SELECTOR, f'#diagram g[data-state="{state}"]')
         assert node.text.split()[-1] == str(sum(s[state] for s in stats.values()))
+    assert "every 1h, next" in text_of(browser, 'section[data-queue="digest"]')
     card = text_of(browser, 'section[data-queue="reports"]')
     assert "2 of 2" in card and "of 100/m" in card and "at most 1" in card and "team:0: 1 of 1, team:1: 1 of 1" in card
     browser.save_screenshot(str(DOCS / "dashboard-queues.png"))
@@ -139,6 +141,7 @@ def test_retry_from_the_page_runs_the_job_and_the_page_follows_it(browser: Any, 
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "waits to run again"))
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "job-state"), "done"))
     assert site.mail.get(site.failed).state == "done"
+    assert '"sent_to": "ann@example.org"' in text_of(browser, "#result")
 
 
 def test_the_job_page_changes_without_a_reload_when_the_job_finishes(browser: Any, site: Site) -> None:

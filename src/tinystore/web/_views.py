@@ -17,6 +17,7 @@ from .._errors import InvalidArgument
 from .._jobstate import STATES, JobState
 from .._queue import Queue
 from .._store import Store
+from .._values import check_text_id
 
 STORED = STATES[:5]  # the states a job is kept in; cancelled ones are gone
 MINUTES = 60  # the chart's hour
@@ -85,14 +86,10 @@ def _queue(queue: Queue, counts: dict[str, Any], minutes: list[dict[str, Any]], 
 
 def _schedule(queue: Queue) -> Optional[dict[str, Any]]:
     """A schedule is a queue holding a repeating job whose id is the queue's name: its rule, its next time."""
-    try:
-        job = queue.get(queue.name)
-    except InvalidArgument:  # a queue name that is no job id: no schedule
+    job = queue.get(queue.name)
+    if job is None or job.repeat is None:
         return None
-    repeat = getattr(job, "repeat", None) if job is not None else None
-    if repeat is None:
-        return None
-    return {"rule": str(repeat), "next": iso(job.at), "state": job.state}
+    return {"rule": str(job.repeat), "next": iso(job.at), "state": job.state}
 
 
 # A page of jobs
@@ -115,6 +112,9 @@ def jobs_page(store: Store, query: Mapping[str, str]) -> dict[str, Any]:
     ``after`` of the next page, or None on the last."""
     queue = known_queue(store, _text(query, "queue"))
     state, group, prefix, after = (_text(query, k) for k in ("state", "group", "prefix", "after"))
+    for name, value in (("group", group), ("prefix", prefix), ("after", after)):
+        if value is not None:
+            check_text_id(value, name, queue.name)
     limit = _limit(query.get("limit"))
     jobs: list[JobState] = []
     if prefix is not None and (after is None or after < prefix):
@@ -174,8 +174,7 @@ def job_page(store: Store, queue_name: Optional[str], id: Optional[str]) -> dict
         "id": job.id, "queue": job.queue, "state": job.state, "payload": job.payload, "group": job.group,
         "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
         "progress": job.progress, "ahead": job.ahead if job.state == "waiting" else None,
-        "result": getattr(job, "result", None),
-        "repeat": str(job.repeat) if getattr(job, "repeat", None) is not None else None,
+        "result": job.result, "repeat": None if job.repeat is None else str(job.repeat),
         "steps": [{"name": s.name, "attempt": s.attempt, "answer": json.loads(s.answer)} for s in detail.steps],
         "lease": None if lease is None else {"attempt": lease.attempt, "expires": _seconds(lease.expires),
                                              "pid": lease.pid, "host": lease.host},
