@@ -269,3 +269,13 @@ def test_the_stream_tells_every_browser_when_a_job_ends_from_one_feed(
     finally:
         gate.set()
         store.stop()
+
+
+def test_a_stream_ends_saying_why_when_the_store_closes(file_store: tinystore.Store,
+                                                         serve: Callable[[Any], httpx.Client]) -> None:
+    browser = serve(tinystore.web.app(file_store, token=TOKEN))
+    with browser.stream("GET", "/api/events") as stream:
+        told = events(stream)
+        assert next(told)[0] == "overview"
+        file_store.close()
+        assert list(told) == [("trouble", {"error": f"the store {file_store.location!r} is closed"})]

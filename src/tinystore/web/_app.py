@@ -10,7 +10,6 @@ is refused (403) before anything is read.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import html
 import json
@@ -70,16 +69,12 @@ def build(store: Store, token: str) -> Starlette:
 
         async def stream() -> AsyncIterator[str]:
             try:
-                while True:
-                    try:
-                        item = await asyncio.wait_for(subscriber.inbox.get(), PING)
-                    except asyncio.TimeoutError:
+                while not subscriber.ended:
+                    items = await subscriber.next(PING)
+                    if items is None:
                         yield ": ping\n\n"
-                        continue
-                    if item is None:
-                        return
-                    event, data = item
-                    yield f"event: {event}\ndata: {data}\n\n"
+                    for event, data in items or ():
+                        yield f"event: {event}\ndata: {data}\n\n"
             finally:
                 feed.unsubscribe(subscriber)
         headers = {**SECURITY, "X-Accel-Buffering": "no"}

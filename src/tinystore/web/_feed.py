@@ -3,7 +3,8 @@
 A browser that opens the event stream names what it shows (a view: the
 queues, a page of jobs, one job). One thread reads each view that someone
 looks at, once, and tells each of its browsers what changed since it last
-told them: so a hundred browsers on the same job cost one read of it.
+told them: so a hundred browsers on the same job cost one read of it. A
+browser slower than the changes is told only the latest of each.
 
 It reads when the store says it may have changed (``store.on_change``),
 never more often than every ``MIN_GAP`` seconds (a burst of commits is one
@@ -20,7 +21,6 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional
 
 from .._errors import Closed, Error
@@ -34,16 +34,37 @@ REFRESH = 3.0
 COST_SHARE = 4  # wait at least this many times the last read's cost: reading stays a fifth of the time
 
 Read = Callable[[], Any]
+Views = dict[str, tuple[Hashable, Read]]  # event name -> (the view's key, its read)
 
 
-@dataclass(eq=False)
 class Subscriber:
-    """One browser's stream: what it looks at, and what it was told last of each event."""
+    """One browser's stream: what it looks at, what it was told last, and what waits to be sent."""
 
-    views: dict[str, tuple[Hashable, Read]]  # event name -> (view key, its read)
-    loop: asyncio.AbstractEventLoop
-    inbox: "asyncio.Queue[Optional[tuple[str, str]]]" = field(default_factory=asyncio.Queue)
-    told: dict[str, str] = field(default_factory=dict)
+    def __init__(self, views: Views):
+        self.views = views
+        self.told: dict[str, str] = {}  # by the feed's thread only
+        self.loop = asyncio.get_running_loop()
+        self.ended = False
+        self._pending: dict[str, str] = {}  # on the loop only: the latest of each event not yet sent
+        self._ready = asyncio.Event()
+
+    async def next(self, timeout: float) -> Optional[list[tuple[str, str]]]:
+        """What changed since the last call, waiting for it at most ``timeout`` seconds (then None)."""
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            return None
+        self._ready.clear()
+        items, self._pending = list(self._pending.items()), {}
+        return items
+
+    def deliver(self, event: str, text: str) -> None:
+        self._pending[event] = text
+        self._ready.set()
+
+    def finish(self) -> None:
+        self.ended = True
+        self._ready.set()
 
 
 class Feed:
@@ -54,10 +75,10 @@ class Feed:
         self._changed = threading.Event()
         self._thread: Optional[threading.Thread] = None
 
-    def subscribe(self, views: dict[str, tuple[Hashable, Read]]) -> Subscriber:
-        """A stream of ``(event, JSON text)`` for each of ``views``, first as they are, then each change;
-        None at its end (the store closed)."""
-        subscriber = Subscriber(views, asyncio.get_running_loop())
+    def subscribe(self, views: Views) -> Subscriber:
+        """A stream of each of ``views`` as JSON text, first as it is, then at each change; called on the
+        event loop that reads it."""
+        subscriber = Subscriber(views)
         with self._lock:
             self._subscribers.add(subscriber)
             if self._thread is None:
@@ -88,18 +109,19 @@ class Feed:
                 began = time.monotonic()
                 self._publish(subscribers)
                 time.sleep(max(MIN_GAP, COST_SHARE * (time.monotonic() - began)))  # a burst is one read
-        except Closed as exc:
+        except Exception as exc:  # the store closed, or a bug: every stream ends, saying why
+            if not isinstance(exc, Closed):
+                log.exception("the dashboard's feed stopped")
             self._end(exc)
         finally:
             stop()
 
     def _end(self, exc: Exception) -> None:
-        """The store closed, or cannot be heard: every stream ends, saying why."""
         with self._lock:
             subscribers, self._subscribers, self._thread = list(self._subscribers), set(), None
         for s in subscribers:
-            self._tell(s, ("trouble", json.dumps({"error": str(exc)})))
-            self._tell(s, None)
+            self._call(s, s.deliver, "trouble", json.dumps({"error": str(exc)}))
+            self._call(s, s.finish)
 
     def _publish(self, subscribers: list[Subscriber]) -> None:
         """Read each view someone looks at once; tell each subscriber what differs from what it was told."""
@@ -111,11 +133,11 @@ class Feed:
                 text = read[key]
                 if s.told.get(event) != text:
                     s.told[event] = text
-                    self._tell(s, (event, text))
+                    self._call(s, s.deliver, event, text)
 
-    def _tell(self, s: Subscriber, item: Optional[tuple[str, str]]) -> None:
+    def _call(self, s: Subscriber, fn: Callable[..., None], *args: Any) -> None:
         try:
-            s.loop.call_soon_threadsafe(s.inbox.put_nowait, item)
+            s.loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # its server's event loop has ended: nobody reads this stream
             self.unsubscribe(s)
 

@@ -70,9 +70,15 @@ function say(text, bad) {
 
 // --- Talking to the server ---------------------------------------------------------------------
 
+async function answer(response) {
+  // The server's JSON, or what it said instead (a proxy's page, a crash) as an error.
+  const text = await response.text();
+  try { return JSON.parse(text); } catch (e) { return { error: `${response.status} ${response.statusText}: ${text.slice(0, 200)}` }; }
+}
+
 async function read(path, params) {
   const response = await fetch(path + "?" + new URLSearchParams(params).toString());
-  const body = await response.json();
+  const body = await answer(response);
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
 }
@@ -90,14 +96,17 @@ async function act(path, body, question) {
   if (!confirm(question)) return;
   const secret = token();
   if (!secret) { say("Nothing was changed: no token was given.", true); return; }
-  const response = await fetch(path, {
-    method: "POST",
-    headers: { "Content-Type": "application/json", "X-Tinystore-Token": secret },
-    body: JSON.stringify(body),
-  });
-  const answer = await response.json();
-  if (response.status === 403) sessionStorage.removeItem("tinystore-token");
-  say(answer.message || answer.error, !response.ok || !answer.done);
+  let response;
+  try {
+    response = await fetch(path, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-Tinystore-Token": secret },
+      body: JSON.stringify(body),
+    });
+  } catch (e) { say(`Nothing was changed: the dashboard could not be reached (${e.message}).`, true); return; }
+  const said = await answer(response);
+  if (response.status === 403) sessionStorage.removeItem("tinystore-token");  // asked for again next time
+  say(said.message || said.error, !response.ok || !said.done);
 }
 
 function listen(params) {
