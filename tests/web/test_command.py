@@ -69,3 +69,16 @@ def test_bad_input_is_one_line_and_exit_status_2(store_file: str, tmp_path: Path
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
     assert not (tmp_path / "nowhere.db").exists()
+
+
+BLOCKED = "import sys; sys.modules['starlette'] = None  # as where tinystore[web] is not installed\n"
+
+
+def test_without_the_web_extra_the_command_and_the_app_say_what_to_install(store_file: str) -> None:
+    command = BLOCKED + f"from tinystore.cli import main; sys.exit(main(['dashboard', {store_file!r}]))"
+    done = subprocess.run([sys.executable, "-c", command], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 2 and 'pip install "tinystore[web]"' in done.stderr
+    app = BLOCKED + f"import tinystore, tinystore.web; tinystore.web.app(tinystore.open({store_file!r}), token='t')"
+    done = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=WAIT)
+    assert done.returncode == 1
+    assert 'ModuleNotFoundError: the dashboard needs Starlette: pip install "tinystore[web]"' in done.stderr
