@@ -154,7 +154,10 @@ class Store:
 
         Every process declares its schedules when it starts; the newest
         declaration sets the rule and the payload, and several processes
-        declaring it make one job. ``queue_options`` are ``store.queue``'s.
+        declaring it make one job. A new rule moves a waiting job to the new
+        rule's first time; a job running as it is declared keeps the time its
+        run settles it for, and follows the new rule after that.
+        ``queue_options`` are ``store.queue``'s.
         Returns the queue: register its handler with ``@schedule.work``.
         """
         check_queue_name(name)
