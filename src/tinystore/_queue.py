@@ -236,6 +236,27 @@ class Queue:
         check_text_id(id, "id", self.name)
         return self._watches.watch_async(self, id)
 
+    def wait(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
+        """Wait until the job ends and return its last state: done (with its ``result``), failed (with its
+        error) or cancelled; None where the queue keeps no job with this id. Past ``timeout`` (a
+        duration; None waits as long as it takes) ``TimeoutError`` is raised, and the job goes on. A
+        repeating job never ends: waiting for one is refused (watch it instead)."""
+        check_text_id(id, "id", self.name)
+        return self._watches.wait(self, id, self._timeout(timeout, id))
+
+    async def wait_async(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
+        """``wait`` for ``await``."""
+        check_text_id(id, "id", self.name)
+        return await self._watches.wait_async(self, id, self._timeout(timeout, id))
+
+    def _timeout(self, timeout: Optional[Duration], id: str) -> Optional[float]:
+        if timeout is None:
+            return None
+        try:
+            return parse_duration(timeout, "timeout")
+        except InvalidArgument as exc:
+            raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
+
     # Handling
 
     def work(self, handler: Callable[..., Any]) -> Callable[..., Any]:
