@@ -63,7 +63,7 @@ def build(store: Store, token: str) -> Starlette:
     async def events(request: Request) -> Response:
         try:
             views = await run_in_threadpool(_stream_views, store, dict(request.query_params))
-        except (InvalidArgument, _views.NotFound) as exc:
+        except (Error, _views.NotFound) as exc:
             return _error(exc)
         subscriber = feed.subscribe(views)
 

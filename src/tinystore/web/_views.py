@@ -123,7 +123,7 @@ def jobs_page(store: Store, query: Mapping[str, str]) -> dict[str, Any]:
             jobs.append(first)
         after = prefix
     more = queue.jobs(state=state, group=group, limit=limit + 1 - len(jobs), after=after)
-    jobs += [j for j in _taking(more, prefix)]
+    jobs += _taking(more, prefix)
     page, rest = jobs[:limit], jobs[limit:]
     return {"queue": queue.name, "jobs": [_row(j) for j in page],
             "next": page[-1].id if rest else None}
