@@ -32,6 +32,7 @@ def browser() -> Iterator[Any]:
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                  "--window-size=1280,1000", "--hide-scrollbars", "--lang=en-US"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the page's console, for its errors
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
     yield driver
     driver.quit()
