@@ -12,6 +12,7 @@ import httpx
 import pytest
 from webtools import WAIT, Dashboard
 
+import kits
 import tinystore
 
 
@@ -82,3 +83,22 @@ def test_without_the_web_extra_the_command_and_the_app_say_what_to_install(store
     done = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == 1
     assert 'ModuleNotFoundError: the dashboard needs Starlette: pip install "tinystore[web]"' in done.stderr
+
+
+def test_a_postgresql_store_is_served_and_its_password_never_printed(tmp_path: Path) -> None:
+    kit = kits.PostgresKit(tmp_path)
+    try:
+        target = kit.new_target("dash").replace("postgres@", "postgres:hunter2@")  # the server trusts: ignored
+        with tinystore.open(target) as store:
+            store.queue("mail").add({"to": "ann"}, delay="1h")
+        dashboard = Dashboard(target, "--token", "t")
+        try:
+            with httpx.Client(base_url=dashboard.url, timeout=WAIT) as client:
+                overview = client.get("/api/overview")
+        finally:
+            out, err = dashboard.stop()
+        assert overview.json()["totals"]["scheduled"] == 1 and "hunter2" not in overview.text
+        assert "hunter2" not in dashboard.first_line + out + err
+        assert "127.0.0.1:5432" in dashboard.first_line
+    finally:
+        kit.cleanup()

@@ -297,7 +297,7 @@ function drawJob(job) {
     el("dl", { class: "facts" }, facts.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
     el("h2", {}, "Payload"), el("pre", { id: "payload" }, json(job.payload)),
     job.progress !== null ? [el("h2", {}, "Progress"), el("pre", { id: "progress" }, json(job.progress))] : null,
-    job.result !== null && job.result !== undefined ? [el("h2", {}, "Result"), el("pre", { id: "result" }, json(job.result))] : null,
+    job.result !== null ? [el("h2", {}, "Result"), el("pre", { id: "result" }, json(job.result))] : null,
     job.error ? [el("h2", {}, "Error"), el("pre", { class: "error", id: "error" }, job.error)] : null,
     el("h2", {}, "Steps kept"),
     job.steps.length ? el("div", { class: "table" }, el("table", {}, el("tr", { class: "head" }, el("th", {}, "step"), el("th", {}, "attempt"), el("th", {}, "answer")),
