@@ -113,6 +113,7 @@ def test_the_queues_are_shown_with_the_counts_stats_gives(client: httpx.Client, 
     assert work["counts"] == {state: stats["work"][state] for state in STATES}
     assert work["counts"] == {"scheduled": 1, "waiting": 0, "running": 0, "done": 4, "failed": 2}
     assert data["totals"] == work["counts"]
+    assert data["hour"] == {"started": 6, "done": 4, "failed": 2}
     assert sum(work["hour"]["done"]) == 4 and sum(work["hour"]["failed"]) == 2 and len(work["hour"]["done"]) == 60
     assert work["limits"] == {"concurrency": 3, "running": 0, "rate": "50/m", "rate_used": 6, "group_concurrency": 2,
                               "group_rate": None, "busiest_groups": []}

@@ -57,7 +57,9 @@ def overview(store: Store) -> dict[str, Any]:
     first = int(store.clock.now() // 60) - MINUTES + 1
     queues = [_queue(store.queue(name), stats[name], minutes.get(name, []), first) for name in sorted(stats)]
     totals = {state: sum(s[state] for s in stats.values()) for state in STORED}
-    return {"store": store.location, "totals": totals, "queues": queues, "hour_from": _seconds(first * 60)}
+    hour = {key: sum(sum(q["hour"][key]) for q in queues) for key in ("started", "done", "failed")}
+    return {"store": store.location, "totals": totals, "hour": hour, "queues": queues,
+            "hour_from": _seconds(first * 60)}
 
 
 def _queue(queue: Queue, counts: dict[str, Any], minutes: list[dict[str, Any]], first: int) -> dict[str, Any]:

@@ -124,7 +124,7 @@ function showOverview(data) {
   overview = data;
   document.getElementById("store").textContent = data.store || "";
   const diagram = document.getElementById("diagram");
-  if (diagram && data.totals) diagram.replaceWith(drawDiagram(data.totals));
+  if (diagram && data.totals) diagram.replaceWith(drawDiagram(data.totals, data.hour));
   const cards = document.getElementById("cards");
   if (cards && data.queues) cards.replaceChildren(...queueCards(data.queues));
 }
@@ -135,7 +135,7 @@ function failed(target, error) {
 
 // --- The queues --------------------------------------------------------------------------------
 
-function drawDiagram(totals) {
+function drawDiagram(totals, hour) {
   // The chapter's states: scheduled → waiting → running → done / failed, and cancelled.
   const box = { w: 118, h: 46 };
   const at = { scheduled: [8, 40], waiting: [184, 40], running: [360, 40], done: [534, 4], failed: [534, 82], cancelled: [272, 150] };
@@ -166,6 +166,9 @@ function drawDiagram(totals) {
     g.append(svg("rect", { x, y, width: box.w, height: box.h, rx: 6, fill: "#fff", stroke: `var(--${state})`, "stroke-width": 2.5 }));
     g.append(svg("text", { x: x + 10, y: y + 18 }, state));
     g.append(svg("text", { class: "n", x: x + 10, y: y + 38 }, count));
+    if (hour && (state === "done" || state === "failed")) {
+      g.append(svg("text", { class: "label", x: x + box.w - 6, y: y + 38, "text-anchor": "end" }, `${hour[state]} in 1h`));
+    }
     root.append(g);
   }
   return root;
