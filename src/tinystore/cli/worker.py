@@ -10,6 +10,9 @@ write lock held by another process past lock_timeout) is waited out, logged
 once when it begins and once when it ends. When the worker cannot go on (any
 other error of the store, or 5 minutes of such failures) it stops as on
 SIGTERM and exits 1, its last line saying why, for a supervisor to restart it.
+
+With --metrics-port it serves the store's metrics (``tinystore.metrics``) at
+``http://127.0.0.1:PORT/metrics`` while it serves, and logs where.
 """
 
 from __future__ import annotations
@@ -24,19 +27,23 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinystore import Error, Store, backends
 from tinystore._durations import parse_duration
 
 from ._common import CommandError
 
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
 NAME = "worker"
 HELP = "serve a store's queues: tinystore worker app.jobs:store"
 
 log = logging.getLogger("tinystore.cli")
 
-JOB_FIELDS = (("tinystore_queue", "queue"), ("tinystore_job", "job"), ("tinystore_attempt", "attempt"))  # shown as
+# A job's fields on a record (tinystore._events.fields), and the names the line shows them by.
+JOB_FIELDS = (("tinystore_queue", "queue"), ("tinystore_job", "job"), ("tinystore_attempt", "attempt"))
 URL = re.compile(r"postgres(?:ql)?://[^\s'\"]+")  # a URL in a traceback's source line or a message
 LINGER = 1.0  # how long exit waits for handler threads still running past the grace period
 
@@ -90,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     return _exit_past_lingering_handlers(0)
 
 
-def _serve_metrics(store: Store, port: "int | None", host: str) -> Any:
+def _serve_metrics(store: Store, port: "int | None", host: str) -> "ThreadingHTTPServer | None":
     """The HTTP server of --metrics-port, serving from now on; None without it."""
     if port is None:
         return None
