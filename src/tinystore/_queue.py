@@ -76,6 +76,8 @@ class Queue:
         jobs = self._new_jobs(items, now)
         target = self._target(tx, conn)
         results = self._ctx.backend.add(self.name, jobs, now, tx=target).result()
+        if self._ctx.events:
+            self._ctx.events.added(self.name, sum(a.added for a in results))
         return [self._state(a.row, now, added=a.added) for a in results]
 
     def _new_jobs(self, items: Iterable[Any], now: float) -> list[NewJob]:
