@@ -41,11 +41,11 @@ SECURITY = {
 
 def build(store: Store, token: str) -> Starlette:
     feed = Feed(store)
+    page = (STATIC / "index.html").read_text("utf-8")
 
     async def index(request: Request) -> Response:
         base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
-        page = (STATIC / "index.html").read_text("utf-8").replace("{{base}}", base)
-        return HTMLResponse(page, headers=SECURITY)
+        return HTMLResponse(page.replace("{{base}}", base), headers=SECURITY)
 
     async def overview(request: Request) -> Response:
         return await _answer(lambda: _views.overview(store))
