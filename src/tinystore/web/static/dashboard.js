@@ -115,7 +115,11 @@ function listen(params) {
   stream = new EventSource("api/events?" + new URLSearchParams(params).toString());
   stream.onopen = () => { live.textContent = "live"; live.className = "live on"; };
   stream.onerror = () => { live.textContent = "reconnecting"; live.className = "live off"; };
-  stream.addEventListener("overview", (e) => showOverview(JSON.parse(e.data)));
+  stream.addEventListener("overview", (e) => {
+    const data = JSON.parse(e.data);
+    if (data.error) say(data.error, true);  // the store cannot be read for a while: the feed reads again
+    else showOverview(data);
+  });
   stream.addEventListener("trouble", (e) => say(JSON.parse(e.data).error, true));
   return stream;
 }
