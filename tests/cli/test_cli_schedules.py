@@ -44,3 +44,23 @@ def test_show_gives_a_done_jobs_result(app: App) -> None:
     shown = json.loads(app.cli("show", app.db, "sums", "s", "--json").stdout)
     assert (shown["state"], shown["result"]) == ("done", {"sum": 6})
     assert 'result    {"sum": 6}' in app.cli("show", app.db, "sums", "s").stdout
+
+
+def test_add_makes_a_repeating_job_and_refuses_a_bad_rule_writing_nothing(app: App) -> None:
+    app.open().queue("digests")
+    made = app.cli("add", app.db, "digests", '{"user": 7}', "--id", "digest:7", "--cron", "0 8 * * mon",
+                   "--zone", "Europe/Berlin", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["repeat"]["rule"] == 'cron "0 8 * * mon" in Europe/Berlin'
+    every = app.cli("add", app.db, "digests", "{}", "--id", "digest:8", "--every", "1d")
+    assert every.returncode == 0, every.stderr
+    for bad, words in ((["--cron", "0 8 * * mon"], "zone"), (["--cron", "0 0 30 feb *", "--zone", "UTC"], "30 feb"),
+                       (["--every", "1d", "--zone", "UTC"], "--zone is for --cron"),
+                       (["--every", "1d", "--id", "x", "--cron", "* * * * *"], "not allowed with"),
+                       (["--every", "soon", "--id", "y"], "soon")):
+        args = bad if "--id" in bad else [*bad, "--id", "z"]
+        refused = app.cli("add", app.db, "digests", "{}", *args)
+        assert refused.returncode == 2 and words in refused.stderr, (bad, refused.stderr)
+    no_id = app.cli("add", app.db, "digests", "{}", "--every", "1d")
+    assert no_id.returncode == 2 and "needs an id" in no_id.stderr
+    assert sorted(j.id for j in app.open().queue("digests").jobs()) == ["digest:7", "digest:8"]
