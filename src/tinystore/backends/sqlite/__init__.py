@@ -379,7 +379,7 @@ class SQLiteBackend(Backend):
     def watch_end(self, owner: int, seq: int) -> Future:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(Q.watched_delete, (seq, owner))
-            conn.execute(Q.changes_prune_job, (seq,))
+            conn.execute(Q.changes_prune_job, {"job": seq})
         return self.submit(op)
 
     def watched(self, cursors: dict[int, int]) -> Watched:
