@@ -20,7 +20,10 @@ import sys
 import textwrap
 import threading
 import time
+from importlib import metadata
 from typing import IO, Any, Optional
+
+import pytest
 
 
 def run_child(code: str, *args: str, timeout: float = 60, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess:
@@ -186,3 +189,22 @@ def wait_child(proc: subprocess.Popen, timeout: float = 30) -> int:
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the child did not end within {timeout:g}s; its output:\n"
                              + "\n".join(lines_of(proc)) + "\nstderr:\n" + stderr_of(proc)) from None
+
+
+def django_python() -> str:
+    """A Python that has Django 6 (which needs 3.12 or newer): this one, or ``TINYSTORE_DJANGO_PYTHON``'s
+    (CI gives its 3.12 venv's). Without one the test is skipped saying so, except under ``CI=true``,
+    where that fails it."""
+    try:
+        if int(metadata.version("django").split(".")[0]) >= 6:
+            return sys.executable
+    except metadata.PackageNotFoundError:
+        pass
+    python = os.environ.get("TINYSTORE_DJANGO_PYTHON")
+    if python:
+        return python
+    message = (f"Django 6 is not installed for Python {sys.version.split()[0]} (it needs 3.12 or newer): "
+               f"set TINYSTORE_DJANGO_PYTHON to a Python that has it")
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)

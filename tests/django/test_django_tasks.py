@@ -13,7 +13,7 @@ import signal
 from datetime import datetime
 
 import tinystore
-from conftest import Shop, wait_until
+from djangotools import Shop, wait_until
 from helpers import stderr_of, wait_child
 
 

@@ -117,6 +117,12 @@ class TaskBackend(BaseTaskBackend):
         for name in names:
             self.queue(name).work(handler_for(self))
 
+    def run_until_idle(self) -> None:
+        """Run the due tasks of QUEUES in this process; return once none is due and none runs (for tests
+        and scripts; ``manage.py tinystore_worker`` serves them)."""
+        self.serve_queues(sorted(self.queues))
+        self.store.run_until_idle()
+
     def _atomic_connection(self) -> Any:
         """The driver connection of the Django database when an atomic block is open on it: the job then
         commits with the block. Outside one, the job commits by itself, as Django's autocommit does."""
