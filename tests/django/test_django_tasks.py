@@ -59,7 +59,12 @@ def test_the_worker_runs_the_tasks_and_their_results_errors_and_times_read_back(
         worker.send_signal(signal.SIGTERM)
         assert wait_child(worker) == 0, stderr_of(worker)
         store.close()
-    assert "stopped" in stderr_of(worker).splitlines()[-1]
+    log = stderr_of(worker)
+    assert "stopped" in log.splitlines()[-1]
+    # Django's task signals were sent, and its django.tasks logger told them
+    assert f"Task id={enqueued['committed']} path=shop.tasks.send_receipt state=RUNNING" in log
+    assert f"Task id={enqueued['committed']} path=shop.tasks.send_receipt state=SUCCESSFUL" in log
+    assert f"Task id={enqueued['declined']} path=shop.tasks.charge state=FAILED" in log
 
     results = shop.manage("shop", "results", enqueued["committed"], enqueued["declined"], enqueued["attempt"],
                           enqueued["later"])

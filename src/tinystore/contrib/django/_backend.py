@@ -6,12 +6,14 @@ import threading
 from datetime import datetime
 from typing import Any, Optional
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import DEFAULT_TASK_PRIORITY
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.json import normalize_json
 
@@ -20,9 +22,9 @@ from tinystore._values import QUEUE_NAME
 
 from ._execute import handler_for
 from ._results import load_task, task_result
-from ._stores import store_for
+from ._stores import store_for, target_of
 
-RESULTS_KEPT = "7d"  # a done job's result, as a failed job's error is kept unless queue_options say otherwise
+RESULTS_KEPT = "7d"  # a done task's result (dedupe), as long as a failed one's error (keep), unless queue_options say
 OPTIONS = ("database", "schema", "queue_options")
 
 
@@ -61,6 +63,14 @@ class TaskBackend(BaseTaskBackend):
         """The store in the Django database named by ``OPTIONS["database"]``, opened on first use."""
         return store_for(self.database, self.schema)
 
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        """``manage.py check``: the database must be a SQLite file or a PostgreSQL database."""
+        try:
+            target_of(self.database)
+        except ImproperlyConfigured as exc:
+            return [checks.Error(str(exc), obj=f"TASKS[{self.alias!r}]", id="tinystore.E001")]
+        return []
+
     def validate_task(self, task: Task) -> None:
         if task.priority != DEFAULT_TASK_PRIORITY:
             raise InvalidTask(f"task {task.module_path}: priority={task.priority} has no meaning for tinystore, "
@@ -81,7 +91,9 @@ class TaskBackend(BaseTaskBackend):
             raise tinystore.InvalidArgument(f"task {task.module_path}: its arguments must be JSON ({exc})",
                                             queue=queue.name) from None
         job = queue.add(payload, at=_aware(task.run_after), conn=self._atomic_connection())
-        return task_result(self, task, job)
+        result = task_result(self, task, job)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> TaskResult:
         store = self.store

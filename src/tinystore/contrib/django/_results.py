@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import traceback
 from datetime import datetime, timezone as tz
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -73,18 +74,24 @@ def errors_of(error: Optional[str]) -> list[TaskError]:
     if error is None:
         return []
     start = error.find("\n" + TRACEBACK)
-    traceback = error[start + 1:] if start >= 0 else error
-    return [TaskError(exception_class_path=class_path(error, traceback), traceback=traceback)]
+    trace = error[start + 1:] if start >= 0 else error
+    return [TaskError(exception_class_path=class_path(error, trace), traceback=trace)]
 
 
-def class_path(error: str, traceback: str) -> str:
+def describe(exc: BaseException) -> TaskError:
+    """An exception as Django's TaskError."""
+    return TaskError(exception_class_path=f"{type(exc).__module__}.{type(exc).__qualname__}",
+                     traceback="".join(traceback.format_exception(exc)))
+
+
+def class_path(error: str, trace: str) -> str:
     """The exception's class path, read from its traceback's last line (``mod.Name: message``, or
     ``Name: message`` for a built-in). tinystore's own errors (a timeout, a lease that ended, a reason
     given to ``run.fail``) name no class: a timeout reads as TimeoutError, the others as tinystore.Error."""
     name = error.partition(":")[0].strip()
-    if name.isidentifier():
-        found = re.findall(rf"^((?:[A-Za-z_]\w*\.)*{re.escape(name)})(?::|$)", traceback, re.M)
-        if found and traceback.startswith(TRACEBACK):
+    if name.isidentifier() and trace.startswith(TRACEBACK):
+        found = re.findall(rf"^((?:[A-Za-z_]\w*\.)*{re.escape(name)})(?::|$)", trace, re.M)
+        if found:
             return found[-1] if "." in found[-1] else f"builtins.{found[-1]}"
     return "builtins.TimeoutError" if name == "timeout" else "tinystore.Error"
 

@@ -63,7 +63,7 @@ def _backend(alias: str) -> TaskBackend:
     try:
         backend = task_backends[alias]
     except InvalidTaskBackend as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"--backend {alias}: {exc}") from None
     if not isinstance(backend, TaskBackend):
         raise CommandError(f"task backend {alias!r} is {type(backend).__module__}.{type(backend).__name__}, "
                            f"not tinystore.contrib.django.TaskBackend")
