@@ -1,4 +1,5 @@
-"""The shop's tasks: a receipt that writes its order's row, a payment that fails, one that takes context."""
+"""The shop's tasks: a receipt that writes its order's row, a payment that fails, and an async one that
+takes its context."""
 
 from django.tasks import task
 
@@ -23,5 +24,5 @@ def charge(order_id: int) -> None:
 
 
 @task(takes_context=True)
-def which_attempt(context) -> int:
+async def which_attempt(context) -> int:
     return context.attempt
