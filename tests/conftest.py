@@ -1,9 +1,9 @@
 """Fixtures every test uses: real stores in a temporary folder, a fake clock, child processes.
 
-The contract, crash and limit tests (``tests/contract``, ``tests/crash``,
-``tests/limits``) run once per backend: the ``backend`` fixture is
-parametrised over every backend ``kits.KITS`` has (SQLite is the one this
-version has), ``kit`` is that backend's test kit (see ``kits.py``) and
+The contract, crash, limit and schedule tests (``tests/contract``, ``tests/crash``,
+``tests/limits``, ``tests/schedules``) run once per backend: the ``backend`` fixture is
+parametrised over every backend ``kits.KITS`` has (SQLite and PostgreSQL),
+``kit`` is that backend's test kit (see ``kits.py``) and
 ``target`` what ``tinystore.open`` takes for the test's store. The other
 folders are SQLite-only, and ``store_path`` is the store's file.
 """
@@ -21,7 +21,7 @@ import tinystore
 from tinystore.testing import FakeClock
 
 TESTS = Path(__file__).parent
-BACKEND_NEUTRAL = ("contract", "crash", "limits")  # the folders whose tests run on every backend
+BACKEND_NEUTRAL = ("contract", "crash", "limits", "schedules")  # the folders whose tests run on every backend
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -9,7 +9,8 @@ survives, and runs at least once. The package's modules:
 - ``_worker``      claim cycles, handlers, timeouts, lease renewal, shutdown
 - ``_threads``     the threads that run ``def`` handlers for a worker
 - ``_run``         Run / AsyncRun: steps, run.transaction, progress, answers
-- ``_settle``      what an ended attempt does to its job (backoff, attempts)
+- ``_settle``      what an ended attempt does to its job (backoff, attempts, a repeating job's next time)
+- ``_repeat``      repeat rules: ``cron`` text in a zone, ``every`` a duration
 - ``_watch``       watchers, one reader per store
 - ``_notify``      the backend's notices of commits, told to every worker and watcher
 - ``_outage``      background tasks riding out a store that cannot be written for a while
@@ -29,6 +30,7 @@ from ._errors import (Closed, Conflict, DiskError, DiskFull, Error, InvalidArgum
                       StoreCorrupt, StoreGone, Unavailable)
 from ._jobstate import Job, JobState
 from ._queue import Queue
+from ._repeat import Cron, Every, Repeat, cron, every
 from ._run import AsyncRun, Run
 from ._store import Store, open
 from ._transaction import Transaction
@@ -40,7 +42,7 @@ logging.getLogger("tinystore").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncRun", "Clock", "Closed", "Conflict", "DiskError", "DiskFull", "Error", "Fail", "InvalidArgument", "Job",
-    "JobState", "LimitExceeded", "Locked", "Queue", "ReadOnly", "Retry", "Run", "Snooze", "Store", "StoreCorrupt",
-    "StoreGone", "Transaction", "Unavailable", "open",
+    "AsyncRun", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error", "Every", "Fail",
+    "InvalidArgument", "Job", "JobState", "LimitExceeded", "Locked", "Queue", "ReadOnly", "Repeat", "Retry", "Run",
+    "Snooze", "Store", "StoreCorrupt", "StoreGone", "Transaction", "Unavailable", "cron", "every", "open",
 ]

@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any, Callable, Optional, Union
 
 from ._durations import Duration
+from ._repeat import Repeat
+from ._settle import rule_of
 from ._values import from_timestamp
 
 STATES = ("scheduled", "waiting", "running", "done", "failed", "cancelled")
@@ -21,7 +23,10 @@ class JobState:
     cancelled, which only a watcher sees). ``at`` is when the job is or was
     due, ``attempt`` counts the attempts so far and ``attempts`` is the limit;
     ``error`` is the last attempt's error; ``progress`` what the running
-    handler reported; ``added`` whether ``add`` wrote this job. ``ahead``
+    handler reported; ``result`` what the handler returned (JSON) once it is
+    done; ``repeat`` the rule of a repeating job (``tinystore.cron`` or
+    ``tinystore.every``; None for a job that runs once, and where its rule
+    cannot be read); ``added`` whether ``add`` wrote this job. ``ahead``
     counts the due jobs of the queue that start before this one, read when
     first asked for.
     """
@@ -36,6 +41,8 @@ class JobState:
     attempts: int
     error: Optional[str] = None
     progress: Any = None
+    result: Any = None
+    repeat: Optional[Repeat] = None
     added: bool = False
     _ahead: Union[int, Callable[[], int], None] = field(default=0, repr=False, compare=False)
 
@@ -68,13 +75,15 @@ def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[],
         state = "scheduled" if row.at > now else "waiting"
     payload, unreadable = _json(row.payload)
     progress, _ = _json(row.progress)
+    result, _ = _json(row.result)
     error = _text(row.error)
     if unreadable is not None and error is None:
         error = f"its payload could not be read: {unreadable}"
     return JobState(
         id=row.id, queue=row.queue, state=state, payload=payload, group=row.grp,
         at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=error,
-        progress=progress, added=added, _ahead=ahead if state == "waiting" else 0,
+        progress=progress, result=result, repeat=rule_of(row.repeat), added=added,
+        _ahead=ahead if state == "waiting" else 0,
     )
 
 
@@ -103,3 +112,4 @@ class Job:
     at: Optional[Union[datetime, float]] = None
     delay: Optional[Duration] = None
     group: Optional[str] = None
+    repeat: Optional[Repeat] = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
@@ -10,7 +11,9 @@ from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument, LimitExceeded
 from ._jobstate import STATES, Job, JobState, state_of
 from ._options import QueueOptions
+from ._repeat import Repeat
 from ._transaction import Transaction
+from ._typed import Decode, decoder
 from ._values import MAX_BATCH, check_text_id, check_time, encode_json, to_timestamp
 from .backends._base import JobDetail, JobRow, NewJob
 
@@ -27,6 +30,7 @@ class Queue:
         self.name = name
         self.options = options
         self.handler: Optional[Callable[..., Any]] = None
+        self.decode: Decode = json.loads  # a job's stored payload as its handler takes it
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r}>"
@@ -38,7 +42,8 @@ class Queue:
     # Adding
 
     def add(self, payload: Any, id: Optional[str] = None, at: Any = None, delay: Optional[Duration] = None,
-            group: Optional[str] = None, tx: Optional[Transaction] = None, conn: Any = None) -> JobState:
+            group: Optional[str] = None, tx: Optional[Transaction] = None, conn: Any = None,
+            repeat: Optional[Repeat] = None) -> JobState:
         """Add a job; once this returns, it is on the disk (DUR-01).
 
         An ``id`` that names a job the queue keeps adds nothing and returns
@@ -46,8 +51,14 @@ class Queue:
         ``store.transaction()``) or ``conn=`` (the application's own sqlite3
         or SQLAlchemy connection to the same file) the job commits with that
         transaction, or not at all (JOB-02).
+
+        ``repeat=tinystore.cron(...)`` or ``tinystore.every(...)`` makes the
+        job repeat (it needs an ``id``): it first runs at the rule's first
+        time after now (or at ``at=``/``delay=``, where given), then after
+        each run at the rule's next time, until it is cancelled (SPEC §8).
         """
-        return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group)], tx=tx, conn=conn)[0]
+        return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat)],
+                             tx=tx, conn=conn)[0]
 
     def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
         """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order.
@@ -89,7 +100,19 @@ class Queue:
         group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
         if job.at is not None and job.delay is not None:
             raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
-        if job.at is not None:
+        if job.repeat is not None:
+            if job.id is None:
+                raise InvalidArgument("a repeating job needs an id=, by which it is found and cancelled",
+                                      queue=self.name)
+            if not isinstance(job.repeat, Repeat):
+                raise InvalidArgument(f"repeat={job.repeat!r} must be tinystore.cron(...) or tinystore.every(...)",
+                                      queue=self.name, job_id=id)
+        if job.repeat is not None and job.at is None and job.delay is None:
+            try:
+                due = job.repeat.next_after(now)
+            except InvalidArgument as exc:
+                raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
+        elif job.at is not None:
             due = to_timestamp(job.at, self.name, id)
         elif job.delay is not None:
             try:
@@ -99,7 +122,8 @@ class Queue:
             due = check_time(now + delay, f"now plus delay={job.delay!r}", self.name, id)
         else:
             due = check_time(now, "now, by the store's clock,", self.name, id)
-        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due)
+        repeat = job.repeat.stored() if job.repeat is not None else None
+        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due, repeat)
 
     def _target(self, tx: Optional[Transaction], conn: Any) -> Optional[Transaction]:
         """The transaction an add runs in: the store's, the application's connection's, or None for its own."""
@@ -115,6 +139,14 @@ class Queue:
             raise InvalidArgument("a store.transaction() is open in this thread: pass tx= to add in it",
                                   queue=self.name)
         return None
+
+    def _declare(self, payload: Any, rule: Repeat) -> JobState:
+        """A schedule's one job, as this declaration says (``store.schedule``)."""
+        self._ctx.check_open()
+        now = self._ctx.clock.now()
+        job = self._new_job(Job(payload, id=self.name, repeat=rule), now)
+        added = self._ctx.backend.declare(self.name, job, now).result()
+        return self._state(added.row, now, added=added.added)
 
     # Reading
 
@@ -193,10 +225,16 @@ class Queue:
     # Handling
 
     def work(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        """Register the queue's handler: ``def handler(payload, run)`` or ``async def``."""
+        """Register the queue's handler: ``def handler(payload, run)`` or ``async def``.
+
+        Where ``payload`` is annotated with a dataclass or a pydantic model,
+        the handler gets an instance of it (SPEC §9); a job whose payload no
+        longer fits fails for good, saying why.
+        """
         if not callable(handler):
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
         self.handler = handler
+        self.decode = decoder(handler)
         return handler
 
 

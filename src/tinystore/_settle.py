@@ -14,25 +14,36 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ._answers import Fail, Retry, Snooze
+from ._errors import InvalidArgument
 from ._options import QueueOptions
+from ._repeat import Repeat, from_stored
 
 LOST_LEASE = "lease ended without a settlement: the worker died, stalled or was stopped"
 
 
 @dataclass(frozen=True)
 class Done:
-    """The job is done; kept until ``expires``, or removed at once when None."""
+    """The job is done; kept until ``expires``, or removed at once when None, with its ``result`` (JSON text)."""
 
     expires: Optional[float]
+    result: Optional[str] = None
+
+    @property
+    def leaves(self) -> bool:
+        """Whether the job leaves the store at once (no ``dedupe``): nothing of it is kept."""
+        return self.expires is None
 
 
 @dataclass(frozen=True)
 class Requeue:
-    """The job waits for ``at`` again; ``uncount`` gives the attempt back."""
+    """The job waits for ``at`` again; ``uncount`` gives the attempt back, ``reset`` sets its attempts to zero
+    (a repeating job waiting for its next time); ``result`` is what the attempt returned (JSON text)."""
 
     at: float
     error: Optional[str]
     uncount: bool = False
+    reset: bool = False
+    result: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +75,9 @@ def jittered(seconds: float) -> float:
     return seconds * random.uniform(0.9, 1.1)
 
 
-def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Decision:
-    """The decision for how an attempt ended: Retry, Snooze, Fail, Errored, or any other return (done)."""
+def decide(answer: object, attempt: int, opts: QueueOptions, now: float, result: Optional[str] = None) -> Decision:
+    """The decision for how an attempt ended: Retry, Snooze, Fail, Errored, or any other return (done, with
+    ``result``, the JSON text of what the handler returned)."""
     if isinstance(answer, Snooze):
         return Requeue(now + answer.delay, None, uncount=True)
     if isinstance(answer, Fail):
@@ -80,18 +92,59 @@ def decide(answer: object, attempt: int, opts: QueueOptions, now: float) -> Deci
         if attempt >= opts.attempts:
             return Failed(error, now + opts.keep)
         return Requeue(now + jittered(opts.backoff_for(attempt)), error)
-    return Done(now + opts.dedupe if opts.dedupe > 0 else None)
+    return Done(now + opts.dedupe if opts.dedupe > 0 else None, result)
 
 
-def decide_lost(attempt: int, opts: QueueOptions, now: float) -> Decision:
+def decide_lost(attempt: int, opts: QueueOptions, now: float, repeat: Optional[str] = None,
+                due: float = 0.0) -> Decision:
     """The decision for an attempt whose lease ended without a settlement.
 
     The attempt stays counted (JOB-04), so a handler that kills its process
     every time still reaches ``attempts``; otherwise it runs again at once.
+    ``repeat`` is the job's rule as stored, where it repeats (its time ``due``).
     """
-    if attempt >= opts.attempts:
-        return Failed(LOST_LEASE, now + opts.keep)
-    return Requeue(now, LOST_LEASE)
+    decision: Decision = Failed(LOST_LEASE, now + opts.keep) if attempt >= opts.attempts else Requeue(now, LOST_LEASE)
+    rule = rule_of(repeat)
+    return repeating(decision, rule, due, now) if rule is not None else decision
+
+
+def repeating(decision: Decision, repeat: Repeat, due: float, now: float) -> Decision:
+    """What ``decision`` becomes for a job that repeats (SPEC §8): it is never done and never fails for
+    good, but waits for its rule's next time after its own time (``due``) and after now, its attempts
+    from zero, keeping a failure as its error. A retry or snooze that would pass the next time is not
+    made: the job waits for the next time instead, so it never misses one."""
+    try:
+        upcoming = repeat.next_after(max(due, now))
+    except InvalidArgument:  # no time of its rule is left before the year 10000: it ends as any job does
+        return decision
+    if isinstance(decision, Done):
+        return Requeue(upcoming, None, reset=True, result=decision.result)
+    if isinstance(decision, Failed):
+        return Requeue(upcoming, decision.error, reset=True)
+    if decision.at > upcoming:
+        return Requeue(upcoming, decision.error, reset=True)
+    return decision
+
+
+def outcome(decision: Decision) -> Optional[str]:
+    """How ``decision`` counts in a queue's runs per minute: "done", "failed", or None (it runs again).
+    A repeating job's run counts as done or failed although the job waits for its next time."""
+    if isinstance(decision, Done) or (isinstance(decision, Requeue) and decision.reset and decision.error is None):
+        return "done"
+    if isinstance(decision, Failed) or (isinstance(decision, Requeue) and decision.reset):
+        return "failed"
+    return None
+
+
+def rule_of(stored: Optional[str]) -> Optional[Repeat]:
+    """The repeat rule a job keeps, or None where it does not repeat (or its rule cannot be read: it then
+    ends as a job that does not repeat, rather than stopping its queue)."""
+    if stored is None:
+        return None
+    try:
+        return from_stored(stored)
+    except ValueError:
+        return None
 
 
 def gives_work(settlements: list, stale: list, opts: QueueOptions) -> bool:

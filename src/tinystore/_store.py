@@ -15,6 +15,7 @@ from ._context import Context
 from ._durations import parse_duration
 from ._errors import InvalidArgument
 from ._notify import Notices
+from . import _repeat
 from ._outage import Outages
 from ._options import QueueOptions, parse_options
 from ._queue import Queue
@@ -144,6 +145,30 @@ class Store:
                 queue = self._queues[name] = Queue(self._ctx, self._watches, name, wanted)
             queue.options = wanted
             return queue
+
+    def schedule(self, name: str, *, cron: Optional[str] = None, every: Any = None, zone: Optional[str] = None,
+                 payload: Any = None, **queue_options: Any) -> Queue:
+        """Declare the schedule ``name``: a queue of that name holding one repeating job whose id is
+        ``name``, run at the times of ``cron`` (5-field cron text, in the named ``zone``) or at every
+        multiple of ``every`` (a duration) since the UNIX epoch, with ``payload`` (SPEC §8).
+
+        Every process declares its schedules when it starts; the newest
+        declaration sets the rule and the payload, and several processes
+        declaring it make one job. ``queue_options`` are ``store.queue``'s.
+        Returns the queue: register its handler with ``@schedule.work``.
+        """
+        check_queue_name(name)
+        if (cron is None) == (every is None):
+            raise InvalidArgument("give the schedule cron= or every=, one of them", queue=name)
+        if every is not None and zone is not None:
+            raise InvalidArgument("zone= is for cron=: every= counts from the UNIX epoch, in no zone", queue=name)
+        try:
+            rule = _repeat.cron(cron, zone=zone) if cron is not None else _repeat.every(every)
+        except InvalidArgument as exc:
+            raise InvalidArgument(str(exc), queue=name, job_id=name) from None
+        queue = self.queue(name, **queue_options)
+        queue._declare(payload, rule)
+        return queue
 
     def queues(self) -> list[str]:
         """The names of every queue the store keeps."""

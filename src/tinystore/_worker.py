@@ -31,19 +31,20 @@ worker, and ``serve()`` raises why.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from ._answers import Retry, Snooze
+from ._answers import Fail, Retry, Snooze
 from ._context import Context
-from ._errors import Closed
+from ._errors import Closed, InvalidArgument
 from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
-from ._settle import Done, Errored, Requeue, decide, given_back, lost
+from ._settle import Done, Errored, Requeue, decide, given_back, lost, repeating, rule_of
 from ._threads import HandlerThreads
+from ._typed import Unfit
+from ._values import encode_json, from_timestamp
 from .backends._base import Claimed, Notice, Settlement
 
 if TYPE_CHECKING:
@@ -283,7 +284,7 @@ class QueueRunner:
         clock = self.ctx.clock
         run._began = clock.now()
         try:
-            answer = await self.handler(json.loads(c.payload), run)
+            answer = await self.handler(self.queue.decode(c.payload), run)
         except BaseException as exc:  # cancellation too: _ended tells what each means
             run._finished = clock.now()
             self._ended(c, run, None, exc)
@@ -295,7 +296,7 @@ class QueueRunner:
         """A ``def`` handler's call, in a handler thread."""
         run._began = self.ctx.clock.now()
         try:
-            return self.handler(json.loads(c.payload), run)
+            return self.handler(self.queue.decode(c.payload), run)
         finally:
             run._finished = self.ctx.clock.now()  # in its thread: the loop may hear of it later
 
@@ -312,6 +313,8 @@ class QueueRunner:
             answer = _NO_SETTLEMENT  # cancelled (JOB-12), or its lease ran out: its answer settles nothing
         elif isinstance(exc, asyncio.CancelledError):
             answer = _LOST  # stopped past the grace period: the next attempt takes over
+        elif isinstance(exc, Unfit):
+            answer = Fail(str(exc))  # it will not fit on any attempt
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
         if self.running.pop(c.seq, None) is not None and not self.is_async:
@@ -321,11 +324,30 @@ class QueueRunner:
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT:
             now = self.ctx.clock.now()
-            decision = lost(now) if answer is _LOST else decide(answer, c.attempt, q.options, now)
+            answer, decision = self._decide(c, answer, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
             self.ended_ids[c.seq] = f"{q.name}/{c.id}"
             log_outcome(q, run, answer, exc, decision, now)
         self.poke.set()
+
+
+    def _decide(self, c: Claimed, answer: Any, now: float) -> tuple[Any, Any]:
+        """The decision for an attempt's answer (and the answer, where its result turned it into an
+        error): a result that is not JSON, or over 1 MiB, fails the attempt as a raise would (SPEC §9);
+        a repeating job waits for its rule's next time (SPEC §8)."""
+        q = self.queue
+        if answer is _LOST:
+            decision = lost(now)
+        else:
+            result = None
+            if answer is not None and not isinstance(answer, (Retry, Snooze, Fail, Errored)):
+                try:
+                    result = encode_json(answer, "the handler's result", q.name, c.id)
+                except InvalidArgument as exc:
+                    answer = Errored(f"{type(exc).__name__}: {exc}")
+            decision = decide(answer, c.attempt, q.options, now, result)
+        rule = rule_of(c.repeat)
+        return answer, (repeating(decision, rule, c.at, now) if rule is not None else decision)
 
 
 def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
@@ -339,7 +361,14 @@ def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException],
         return
     reason = (decision.error or "").split("\n", 1)[0]
     trace = exc if isinstance(exc, Exception) else None
-    if isinstance(answer, Snooze):
+    if isinstance(decision, Requeue) and decision.reset:  # a repeating job, waiting for its next time
+        if decision.error is None:
+            log.info("%s done in %.3fs; runs again at %s", head, took, from_timestamp(decision.at).isoformat(),
+                     extra=where)
+        else:
+            log.error("%s failed after %.3fs: %s; runs again at its next time, %s", head, took, reason,
+                      from_timestamp(decision.at).isoformat(), extra=where, exc_info=trace)
+    elif isinstance(answer, Snooze):
         log.info("%s snoozed after %.3fs: runs again in %gs", head, took, answer.delay, extra=where)
     elif isinstance(decision, Requeue) and isinstance(answer, Retry):
         log.info("%s asked to run again after %.3fs: runs again in %.3fs", head, took,

@@ -34,9 +34,9 @@ from .._transaction import Transaction
 
 @dataclass(frozen=True)
 class JobRow:
-    """A job as stored. ``state`` is queued, running, done or failed; ``payload``, ``error`` and
-    ``progress`` are as stored (text, or bytes where the row was damaged), read defensively by
-    ``_jobstate``."""
+    """A job as stored. ``state`` is queued, running, done or failed; ``payload``, ``error``,
+    ``progress`` and ``result`` are as stored (text, or bytes where the row was damaged), read
+    defensively by ``_jobstate``; ``repeat`` is its rule's JSON text where it repeats."""
 
     seq: int
     queue: str
@@ -49,6 +49,8 @@ class JobRow:
     error: Any
     progress: Any
     expires: Optional[float]
+    result: Any = None
+    repeat: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,12 @@ class NewJob:
     payload: str
     grp: Optional[str]
     at: float
+    repeat: Optional[str] = None  # the rule's JSON text (``_repeat``), for a job that repeats
 
 
 @dataclass(frozen=True)
 class Claimed:
-    """A job a claim took: its lease is ``(seq, attempt)``."""
+    """A job a claim took: its lease is ``(seq, attempt)``; ``repeat`` its rule's JSON text where it repeats."""
 
     seq: int
     id: str
@@ -77,6 +80,7 @@ class Claimed:
     grp: Optional[str]
     at: float
     attempt: int
+    repeat: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +254,14 @@ class Backend(ABC):
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
         """Add jobs in one transaction (``tx``'s, where given: the future is then resolved already);
         resolves to one ``Added`` per job, in order. An id the queue keeps adds nothing (JOB-10)."""
+
+    @abstractmethod
+    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+        """A schedule's job as its newest declaration says (SPEC §8); resolves to an ``Added``. Where no
+        job has its id, it is added. Where one does, its payload and rule become the declared ones, and
+        where it is queued and its rule changed, it waits for ``job.at`` (the new rule's first time); a
+        job of that id that no longer repeats (done or failed) is replaced. Declarations made at once by
+        several processes make one job."""
 
     @abstractmethod
     def get(self, queue: str, id: str) -> Optional[JobRow]:

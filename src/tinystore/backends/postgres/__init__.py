@@ -336,6 +336,9 @@ class PostgresBackend(Backend):
         conn.execute(q.notify_one, (q.channel, json.dumps({"o": owner, "q": queue})))
         return added
 
+    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+        return self.submit(_jobs.declare, queue, job, now, work=queue, unknown=ADD_UNKNOWN)
+
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._read(queue=queue) as conn:
             row = conn.one(self.q.job_by_id, (queue, id))

@@ -106,8 +106,7 @@ def _take(conn: PgConn, queue: str, opts: QueueOptions, owner: int, now: float,
     if not picked:
         return []
     seqs = [seq for _, seq, _ in picked]
-    claimed = [Claimed(seq, id, payload, grp, at, attempt)
-               for seq, id, payload, grp, at, attempt in conn.all(conn.q.take, (seqs,))]
+    claimed = [Claimed(*row) for row in conn.all(conn.q.take, (seqs,))]
     if claimed:
         conn.execute(conn.q.lease_insert, (owner, now + opts.lease, [c.seq for c in claimed]))
     return sorted(claimed, key=lambda c: (c.at, c.seq))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..._options import QueueOptions
-from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost
-from .._base import Settlement
+from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost, outcome
+from .._base import JobRow, Settlement
 from . import _groups, _jobs
 from ._connection import PgConn
 
@@ -26,15 +26,15 @@ def settle(conn: PgConn, queue: str, opts: QueueOptions, settlements: list[Settl
                                                             "attempts": [s.attempt for s in settlements]})}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
-    gone = [s.seq for s in live if s.decision == Done(None)]
+    gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
     if gone:
-        _jobs.remove(conn, gone)
+        _jobs.remove(conn, list(gone))
     for s in live:
-        if s.decision != Done(None):
+        if s.seq not in gone:
             apply(conn, s.seq, s.decision)
     _groups.release(conn, queue, opts, [s.grp for s in live if s.grp is not None])
-    done = sum(isinstance(s.decision, Done) for s in live)
-    failed = sum(isinstance(s.decision, Failed) for s in live)
+    outcomes = [outcome(s.decision) for s in live]
+    done, failed = outcomes.count("done"), outcomes.count("failed")
     if done or failed:
         conn.execute(q.count_add, (queue, int(now // 60), 0, done, failed))
     return stale
@@ -45,12 +45,13 @@ def apply(conn: PgConn, seq: int, decision: Decision) -> None:
     q = conn.q
     if isinstance(decision, Done):
         conn.execute(q.steps_delete, (seq,))
-        conn.execute(q.job_done, (decision.expires, seq))
+        conn.execute(q.job_done, (decision.expires, decision.result, seq))
     elif isinstance(decision, Failed):
         conn.execute(q.job_fail, (decision.error, decision.expires, seq))
     else:
         conn.execute(q.job_requeue, {"seq": seq, "at": decision.at, "uncount": int(decision.uncount),
-                                     "error": decision.error})
+                                     "reset": decision.reset, "error": decision.error,
+                                     "result": decision.result})
 
 
 def end_expired(conn: PgConn, queue: str, opts: QueueOptions, now: float) -> int:
@@ -70,10 +71,11 @@ def end_lost(conn: PgConn, queue: str, opts: QueueOptions, seq: int, attempt: in
         return
     row = conn.one(q.job_by_seq, (seq,))
     if row is not None:
-        decision = decide_lost(attempt, opts, now)
+        job = JobRow(*row)
+        decision = decide_lost(attempt, opts, now, job.repeat, job.at)
         apply(conn, seq, decision)
-        _groups.release(conn, queue, opts, [row[4]] if row[4] is not None else [])
-        if isinstance(decision, Failed):  # its last attempt: failed for good, counted as settle counts it
+        _groups.release(conn, queue, opts, [job.grp] if job.grp is not None else [])
+        if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
             conn.execute(q.count_add, (queue, int(now // 60), 0, 0, 1))
 
 
@@ -88,6 +90,8 @@ def end_owner(conn: PgConn, owner: int, options: Callable[[str], QueueOptions], 
     queues = [queue for (queue,) in conn.all(q.owner_queues, ([owner],))]
     for queue in queues:
         opts = options(queue)
+        for seq, attempt in conn.all(q.owner_repeating, (owner, queue)):
+            end_lost(conn, queue, opts, seq, attempt, now)
         groups = {g for (g,) in conn.all(q.owner_groups, (owner, queue))}
         states = conn.all(q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts,
                                          "now": now, "expires": now + opts.keep, "error": LOST_LEASE})

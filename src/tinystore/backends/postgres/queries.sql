@@ -29,28 +29,33 @@ SELECT name, options FROM {schema}.queues ORDER BY name;
 -- name: jobs_insert
 -- Add a batch of jobs in one statement, in the order given (seqs are drawn in that order, under the
 -- queue's lock); an id that names a job already adds nothing. Returns the seqs and ids written.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at)
-SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at
-FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[]) WITH ORDINALITY
-     AS t(id, payload, grp, at, n)
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat)
+SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat
+FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[], %(repeats)s::text[])
+     WITH ORDINALITY AS t(id, payload, grp, at, repeat, n)
 ORDER BY t.n
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq, id;
 
 -- name: job_insert
 -- Add one job, unless its id names one already.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at) VALUES (%s, %s, %s, %s, 'queued', %s)
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat)
+VALUES (%s, %s, %s, %s, 'queued', %s, %s)
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq;
 
+-- name: job_declare
+-- A schedule's job takes its newest declaration's payload and rule (and time, where its rule changed).
+UPDATE {schema}.jobs SET payload = %(payload)s, repeat = %(repeat)s, at = %(at)s WHERE seq = %(seq)s;
+
 -- name: job_by_id
 -- A job by its id.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs WHERE queue = %s AND id = %s;
 
 -- name: job_by_seq
 -- A job by its seq.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs WHERE seq = %s;
 
 -- name: job_queue
@@ -59,7 +64,7 @@ SELECT queue FROM {schema}.jobs WHERE seq = %s;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]);
 
 -- name: steps_delete
@@ -117,9 +122,11 @@ ORDER BY at, seq LIMIT 1;
 
 -- name: take
 -- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
-UPDATE {schema}.jobs SET state = 'running', attempt = attempt + 1, error = NULL, progress = NULL
+-- A repeating job keeps its last error until a run succeeds.
+UPDATE {schema}.jobs SET state = 'running', attempt = attempt + 1, progress = NULL,
+    error = CASE WHEN repeat IS NULL THEN NULL ELSE error END
 WHERE seq = ANY(%s::bigint[]) AND state = 'queued'
-RETURNING seq, id, payload, grp, at, attempt;
+RETURNING seq, id, payload, grp, at, attempt, repeat;
 
 -- name: lease_insert
 -- A lease per claimed job, naming its attempt.
@@ -188,9 +195,10 @@ SELECT job, attempt FROM {schema}.leases WHERE queue = %s AND expires <= %s LIMI
 SELECT min(expires) FROM {schema}.leases WHERE queue = %s;
 
 -- name: job_requeue
--- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back.
-UPDATE {schema}.jobs SET state = 'queued', at = %(at)s, attempt = attempt - %(uncount)s, error = %(error)s,
-    progress = NULL
+-- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back, `reset` sets the
+-- attempts to zero (a repeating job waiting for its next time).
+UPDATE {schema}.jobs SET state = 'queued', at = %(at)s, error = %(error)s, progress = NULL,
+    result = %(result)s, attempt = CASE WHEN %(reset)s THEN 0 ELSE attempt - %(uncount)s END
 WHERE seq = %(seq)s;
 
 -- name: job_fail
@@ -199,7 +207,8 @@ UPDATE {schema}.jobs SET state = 'failed', error = %s, expires = %s, progress = 
 
 -- name: job_done
 -- The job is done; it is kept until `expires` so that its id adds nothing.
-UPDATE {schema}.jobs SET state = 'done', error = NULL, expires = %s, progress = NULL WHERE seq = %s;
+UPDATE {schema}.jobs SET state = 'done', error = NULL, expires = %s, progress = NULL, result = %s
+WHERE seq = %s;
 
 -- name: job_retry_failed
 -- A failed job runs again, its attempts from zero.
@@ -399,7 +408,7 @@ WHERE minute >= %s GROUP BY queue;
 
 -- name: jobs_page
 -- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND id > %(after)s
   AND (%(grp)s::text IS NULL OR grp = %(grp)s::text)
@@ -431,14 +440,20 @@ SELECT DISTINCT queue FROM {schema}.leases WHERE owner = ANY(%s::int[]) ORDER BY
 -- name: owner_lost
 -- A dead process's attempts end: jobs at their last attempt fail for good, the
 -- others run again at once; every attempt stays counted. Returns each job's new state.
+-- Repeating jobs are not among them: each is decided apart, as its next time is its rule's.
 UPDATE {schema}.jobs SET
     state = CASE WHEN attempt >= %(attempts)s THEN 'failed' ELSE 'queued' END,
     at = CASE WHEN attempt >= %(attempts)s THEN at ELSE %(now)s END,
     expires = CASE WHEN attempt >= %(attempts)s THEN %(expires)s END,
     error = %(error)s, progress = NULL
 WHERE seq IN (SELECT job FROM {schema}.leases WHERE owner = %(owner)s AND queue = %(queue)s)
-  AND state = 'running'
+  AND state = 'running' AND repeat IS NULL
 RETURNING state;
+
+-- name: owner_repeating
+-- The attempts of repeating jobs a dead process held in a queue.
+SELECT l.job, l.attempt FROM {schema}.leases l JOIN {schema}.jobs j ON j.seq = l.job
+WHERE l.owner = %s AND l.queue = %s AND j.repeat IS NOT NULL;
 
 -- name: owner_leases_end
 -- The leases a process holds in a queue end.

@@ -356,6 +356,9 @@ class SQLiteBackend(Backend):
             raise error from exc
         return future
 
+    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+        return self.submit(_jobs.declare, queue, job, now, work=queue)
+
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._about(queue), self._read() as conn:
             row = conn.execute(Q.job_by_id, (queue, id)).fetchone()

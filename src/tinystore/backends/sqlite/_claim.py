@@ -126,7 +126,7 @@ def _take(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
     if not picked:
         return []
     claimed, poisoned = [], 0
-    for seq, raw_id, raw_payload, grp, at, attempt, valid in conn.execute(
+    for seq, raw_id, raw_payload, grp, at, attempt, valid, repeat in conn.execute(
             Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall():
         try:
             id, payload = raw_id.decode("utf-8"), raw_payload.decode("utf-8")
@@ -136,7 +136,7 @@ def _take(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
             _fail_unreadable(conn, queue, opts, seq, raw_id, attempt, exc, now)
             poisoned += 1
             continue
-        claimed.append(Claimed(seq, id, payload, grp, at, attempt))
+        claimed.append(Claimed(seq, id, payload, grp, at, attempt, repeat))
     if claimed:
         conn.execute(Q.lease_insert, (owner, now + opts.lease, _groups.seqs_json(c.seq for c in claimed)))
     if poisoned:

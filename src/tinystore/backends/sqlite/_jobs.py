@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 from .._base import Added, JobRow, NewJob
 from ._sql import Q
@@ -22,7 +23,7 @@ def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float,
         first = conn.execute(Q.seq_next).fetchone()[0]
     else:
         first = conn.execute(Q.seqs_reserve, (len(jobs),)).fetchone()[0] - len(jobs) + 1
-    rows = [(seq, queue, job.id, job.payload, job.grp, job.at) for seq, job in enumerate(jobs, first)]
+    rows = [(seq, queue, job.id, job.payload, job.grp, job.at, job.repeat) for seq, job in enumerate(jobs, first)]
     # One statement for the batch: a row whose id is taken is skipped, and looked at below.
     inserted = conn.executemany(Q.job_insert, rows).rowcount
     if inserted == len(rows):
@@ -37,6 +38,23 @@ def add(conn: sqlite3.Connection, queue: str, jobs: list[NewJob], now: float,
     return added
 
 
+def declare(conn: sqlite3.Connection, queue: str, job: NewJob, now: float) -> Added:
+    """A schedule's job as its newest declaration says (see ``Backend.declare``). The writer holds the
+    write lock, so declarations of several processes are applied one after another."""
+    row = conn.execute(Q.job_by_id, (queue, job.id)).fetchone()
+    existing = JobRow(*row) if row is not None else None
+    if existing is None or existing.state in ("done", "failed"):
+        if existing is not None:
+            remove(conn, [existing.seq])
+        return add(conn, queue, [job], now)[0]
+    payload = existing.payload.decode("utf-8", "replace") if isinstance(existing.payload, bytes) else existing.payload
+    if (payload, existing.repeat) == (job.payload, job.repeat):
+        return Added(existing, False)
+    at = job.at if existing.state == "queued" and existing.repeat != job.repeat else existing.at
+    conn.execute(Q.job_declare, {"seq": existing.seq, "payload": job.payload, "repeat": job.repeat, "at": at})
+    return Added(replace(existing, payload=job.payload, repeat=job.repeat, at=at), False)
+
+
 def remove(conn: sqlite3.Connection, seqs: list[int]) -> None:
     """Jobs leave the queue with their steps; the floor keeps their seqs from being handed out again."""
     if not seqs:
@@ -48,8 +66,8 @@ def remove(conn: sqlite3.Connection, seqs: list[int]) -> None:
 
 
 def _new_row(row: tuple) -> JobRow:
-    seq, queue, id, payload, grp, at = row
-    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None)
+    seq, queue, id, payload, grp, at, repeat = row
+    return JobRow(seq, queue, id, payload, grp, "queued", at, 0, None, None, None, None, repeat)
 
 
 def _add_taken(conn: sqlite3.Connection, row: tuple, now: float) -> Added:

@@ -12,8 +12,8 @@ import sqlite3
 from typing import Callable
 
 from ..._options import QueueOptions
-from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost
-from .._base import Settlement
+from ..._settle import LOST_LEASE, Decision, Done, Failed, decide_lost, outcome
+from .._base import JobRow, Settlement
 from . import _groups, _jobs
 from ._sql import Q
 
@@ -30,15 +30,15 @@ def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements
     ended = {seq for (seq,) in conn.execute(Q.leases_end_many, {"tokens": tokens})}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
-    gone = [s.seq for s in live if s.decision == Done(None)]
+    gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
     if gone:
-        _jobs.remove(conn, gone)
+        _jobs.remove(conn, list(gone))
     for s in live:
-        if s.decision != Done(None):
+        if s.seq not in gone:
             apply(conn, s.seq, s.decision)
     _groups.release(conn, queue, opts, [s.grp for s in live if s.grp is not None])
-    done = sum(isinstance(s.decision, Done) for s in live)
-    failed = sum(isinstance(s.decision, Failed) for s in live)
+    outcomes = [outcome(s.decision) for s in live]
+    done, failed = outcomes.count("done"), outcomes.count("failed")
     if done or failed:
         conn.execute(Q.count_add, (queue, int(now // 60), 0, done, failed))
     return stale
@@ -48,12 +48,13 @@ def apply(conn: sqlite3.Connection, seq: int, decision: Decision) -> None:
     """Apply a decision that keeps the job to a job whose lease has just ended (its group is released apart)."""
     if isinstance(decision, Done):
         conn.execute(Q.steps_delete, (seq,))
-        conn.execute(Q.job_done, (decision.expires, seq))
+        conn.execute(Q.job_done, (decision.expires, decision.result, seq))
     elif isinstance(decision, Failed):
         conn.execute(Q.job_fail, (decision.error, decision.expires, seq))
     else:
         conn.execute(Q.job_requeue, {"seq": seq, "at": decision.at, "uncount": int(decision.uncount),
-                                     "error": decision.error})
+                                     "reset": int(decision.reset), "error": decision.error,
+                                     "result": decision.result})
 
 
 def end_expired(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: float) -> int:
@@ -72,10 +73,11 @@ def end_lost(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int,
         return
     row = conn.execute(Q.job_by_seq, (seq,)).fetchone()
     if row is not None:
-        decision = decide_lost(attempt, opts, now)
+        job = JobRow(*row)
+        decision = decide_lost(attempt, opts, now, job.repeat, job.at)
         apply(conn, seq, decision)
-        _groups.release(conn, queue, opts, [row[4]] if row[4] is not None else [])
-        if isinstance(decision, Failed):  # its last attempt: failed for good, counted as settle counts it
+        _groups.release(conn, queue, opts, [job.grp] if job.grp is not None else [])
+        if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
             conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, 1))
 
 
@@ -91,6 +93,8 @@ def end_owner(conn: sqlite3.Connection, owner: int, options: Callable[[str], Que
     queues = [queue for (queue,) in conn.execute(Q.owner_queues, (owner,)).fetchall()]
     for queue in queues:
         opts = options(queue)
+        for seq, attempt in conn.execute(Q.owner_repeating, (owner, queue)).fetchall():
+            end_lost(conn, queue, opts, seq, attempt, now)
         groups = {g for (g,) in conn.execute(Q.owner_groups, (owner, queue))}
         states = conn.execute(Q.owner_lost, {"owner": owner, "queue": queue, "attempts": opts.attempts,
                                              "now": now, "expires": now + opts.keep, "error": LOST_LEASE})

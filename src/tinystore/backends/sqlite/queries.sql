@@ -37,26 +37,30 @@ WHERE id = 1 AND floor < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE
 
 -- name: job_insert
 -- Add a job under a reserved seq, unless its id names one already (then nothing changes).
-INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at)
-VALUES (?, ?, ?, ?, ?, 'queued', ?)
+INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat)
+VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)
 ON CONFLICT (queue, id) DO NOTHING;
+
+-- name: job_declare
+-- A schedule's job takes its newest declaration's payload and rule (and time, where its rule changed).
+UPDATE tinystore_jobs SET payload = :payload, repeat = :repeat, at = :at WHERE seq = :seq;
 
 -- name: job_by_id
 -- A job by its id.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs WHERE queue = ? AND id = ?;
 
 -- name: job_by_seq
 -- A job by its seq.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs WHERE seq = ?;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs (a JSON array).
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
 -- name: steps_delete
@@ -112,10 +116,12 @@ ORDER BY at, seq LIMIT 1;
 
 -- name: take
 -- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
--- Id and payload come as the bytes in the file, with whether SQLite reads the payload as JSON.
-UPDATE tinystore_jobs SET state = 'running', attempt = attempt + 1, error = NULL, progress = NULL
+-- Id and payload come as the bytes in the file, with whether SQLite reads the payload as JSON. A
+-- repeating job keeps its last error until a run succeeds.
+UPDATE tinystore_jobs SET state = 'running', attempt = attempt + 1, progress = NULL,
+    error = CASE WHEN repeat IS NULL THEN NULL ELSE error END
 WHERE seq IN (SELECT value FROM json_each(?)) AND state = 'queued'
-RETURNING seq, CAST(id AS BLOB), CAST(payload AS BLOB), grp, at, attempt, json_valid(payload);
+RETURNING seq, CAST(id AS BLOB), CAST(payload AS BLOB), grp, at, attempt, json_valid(payload), repeat;
 
 -- name: lease_insert
 -- A lease per claimed job, naming its attempt.
@@ -169,9 +175,10 @@ SELECT job, attempt FROM tinystore_leases WHERE queue = ? AND expires <= ? LIMIT
 SELECT min(expires) FROM tinystore_leases WHERE queue = ?;
 
 -- name: job_requeue
--- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back.
-UPDATE tinystore_jobs SET state = 'queued', at = :at, attempt = attempt - :uncount, error = :error,
-    progress = NULL
+-- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back, `reset` 1 sets
+-- the attempts to zero (a repeating job waiting for its next time).
+UPDATE tinystore_jobs SET state = 'queued', at = :at, error = :error, progress = NULL, result = :result,
+    attempt = CASE WHEN :reset THEN 0 ELSE attempt - :uncount END
 WHERE seq = :seq;
 
 -- name: job_fail
@@ -180,7 +187,7 @@ UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ?, progress = N
 
 -- name: job_done
 -- The job is done; it is kept until `expires` so that its id adds nothing.
-UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ?, progress = NULL WHERE seq = ?;
+UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ?, progress = NULL, result = ? WHERE seq = ?;
 
 -- name: job_retry_failed
 -- A failed job runs again, its attempts from zero.
@@ -364,7 +371,7 @@ WHERE minute >= ? GROUP BY queue;
 -- name: jobs_page
 -- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs
 WHERE queue = :queue AND id > :after
   AND (:grp IS NULL OR grp = :grp)
@@ -396,14 +403,20 @@ SELECT DISTINCT queue FROM tinystore_leases WHERE owner = ?;
 -- name: owner_lost
 -- A dead process's attempts end: jobs at their last attempt fail for good, the
 -- others run again at once; every attempt stays counted. Returns each job's new state.
+-- Repeating jobs are not among them: each is decided apart, as its next time is its rule's.
 UPDATE tinystore_jobs SET
     state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
     at = CASE WHEN attempt >= :attempts THEN at ELSE :now END,
     expires = CASE WHEN attempt >= :attempts THEN :expires END,
     error = :error, progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
-  AND state = 'running'
+  AND state = 'running' AND repeat IS NULL
 RETURNING state;
+
+-- name: owner_repeating
+-- The attempts of repeating jobs a dead process held in a queue.
+SELECT l.job, l.attempt FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.owner = ? AND l.queue = ? AND j.repeat IS NOT NULL;
 
 -- name: owner_leases_end
 -- The leases a process holds in a queue end.
