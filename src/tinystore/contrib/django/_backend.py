@@ -96,11 +96,12 @@ class TaskBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
-        store = self.store
-        for name in sorted(self.queues) or store.queues():  # QUEUES = [] allows any queue
-            job = store.queue(name).get(result_id)
+        # QUEUES = [] allows any queue: then each queue the store keeps, as it is kept (nothing is written)
+        queues = [self.queue(name) for name in sorted(self.queues)] or map(self.store.queue, self.store.queues())
+        for queue in queues:
+            job = queue.get(result_id)
             if job is not None:
-                return task_result(self, load_task(job.payload, name, job.id), job)
+                return task_result(self, load_task(job.payload, queue.name, job.id), job)
         raise TaskResultDoesNotExist(f"no task {result_id!r} in the queues of task backend {self.alias!r}")
 
     def queue(self, name: str) -> tinystore.Queue:
