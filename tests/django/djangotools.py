@@ -21,10 +21,19 @@ class Shop:
         self.env = {**os.environ, "SHOP_DATABASE": target}
 
     def manage(self, *args: str) -> Any:
-        done = subprocess.run([self.python, "manage.py", *args], cwd=PROJECT, env=self.env, capture_output=True,
-                              text=True, timeout=120)
+        done = self._run(args)
         assert done.returncode == 0, f"manage.py {' '.join(args)} exited {done.returncode}:\n{done.stderr}"
         return json.loads(done.stdout) if done.stdout.strip() else None
+
+    def refused(self, *args: str) -> str:
+        """The last line a command that must fail wrote to stderr."""
+        done = self._run(args)
+        assert done.returncode != 0, f"manage.py {' '.join(args)} exited 0:\n{done.stdout}"
+        return done.stderr.strip().splitlines()[-1]
+
+    def _run(self, args: tuple[str, ...]) -> subprocess.CompletedProcess:
+        return subprocess.run([self.python, "manage.py", *args], cwd=PROJECT, env=self.env, capture_output=True,
+                              text=True, timeout=120)
 
     def start(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([self.python, "manage.py", *args], cwd=PROJECT, env=self.env,

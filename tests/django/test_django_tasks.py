@@ -37,7 +37,7 @@ def test_a_task_commits_with_the_rows_of_its_atomic_block_and_a_rolled_back_one_
         store.close()
 
 
-def test_options_tinystore_has_no_meaning_for_are_refused_saying_why(shop: Shop) -> None:
+def test_options_tinystore_has_no_meaning_for_and_a_worker_of_unknown_queues_are_refused_saying_why(shop: Shop) -> None:
     refused = shop.manage("shop", "enqueue")["refused"]
 
     assert refused["priority"].startswith("InvalidTask: task shop.tasks.send_receipt: priority=5 has no meaning")
@@ -45,6 +45,9 @@ def test_options_tinystore_has_no_meaning_for_are_refused_saying_why(shop: Shop)
     assert refused["queue"] == "InvalidTask: Queue 'elsewhere' is not valid for backend."
     assert refused["arguments"].startswith("InvalidArgument: task shop.tasks.send_receipt: its arguments must be JSON")
     assert "queue 'default'" in refused["arguments"]
+    assert shop.refused("tinystore_worker", "--queues", "default,elsewhere") == \
+        "CommandError: --queues elsewhere: not in the QUEUES of task backend 'default'"
+    assert shop.refused("tinystore_worker", "--backend", "other").startswith("CommandError: --backend other: ")
 
 
 def test_the_worker_runs_the_tasks_and_their_results_errors_and_times_read_back(shop: Shop) -> None:
