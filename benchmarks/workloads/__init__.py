@@ -1,5 +1,6 @@
-"""One module per workload (W1-W6); each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
+"""One module per workload (W1-W7); each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
 
-from . import w1_add, w2_drain, w3_latency, w4_flat, w5_recovery, w6_steps
+from . import w1_add, w2_drain, w3_latency, w4_flat, w5_recovery, w6_steps, w7_repeating
 
-ALL = {"W1": w1_add, "W2": w2_drain, "W3": w3_latency, "W4": w4_flat, "W5": w5_recovery, "W6": w6_steps}
+ALL = {"W1": w1_add, "W2": w2_drain, "W3": w3_latency, "W4": w4_flat, "W5": w5_recovery, "W6": w6_steps,
+       "W7": w7_repeating}

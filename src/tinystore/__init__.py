@@ -18,8 +18,10 @@ survives, and runs at least once. The package's modules:
 - ``_options``, ``_durations``, ``_values``   checking what users give
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
 - ``_errors``      the error tree
+- ``_events``      what the core tells an observer of its jobs (``metrics``), and the fields of log records about a job
 - ``backends/``    the backend interface (``_base``), the one place that picks a backend, and SQLite
 - ``cli/``         the ``tinystore`` command
+- ``metrics/``     Prometheus text and OpenTelemetry metrics of a store's jobs, enabled with ``metrics.enable``
 """
 
 import logging

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from ._clock import Clock
 from ._errors import Closed
+from ._events import Events
 from ._notify import Notices
 from ._outage import Outages
 from .backends._base import Backend
@@ -14,7 +16,8 @@ from .backends._base import Backend
 @dataclass
 class Context:
     """The backend a store talks to, its clock, this process's registration (``owner``, which every
-    lease names), the notices of its commits, and the outages its background tasks ride out."""
+    lease names), the notices of its commits, the outages its background tasks ride out, and who
+    observes its jobs (``_events``; None when nobody does)."""
 
     backend: Backend
     clock: Clock
@@ -22,6 +25,7 @@ class Context:
     notices: Notices
     outages: Outages
     closed: bool = False
+    events: Optional[Events] = None
 
     def check_open(self) -> None:
         if self.closed:

@@ -76,6 +76,8 @@ class Queue:
         jobs = self._new_jobs(items, now)
         target = self._target(tx, conn)
         results = self._ctx.backend.add(self.name, jobs, now, tx=target).result()
+        if self._ctx.events:
+            self._ctx.events.added(self.name, sum(a.added for a in results))
         return [self._state(a.row, now, added=a.added) for a in results]
 
     def _new_jobs(self, items: Iterable[Any], now: float) -> list[NewJob]:
@@ -221,6 +223,27 @@ class Queue:
         """``watch`` for ``async for``."""
         check_text_id(id, "id", self.name)
         return self._watches.watch_async(self, id)
+
+    def wait(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
+        """Wait until the job ends and return its last state: done (with its ``result``), failed (with its
+        error) or cancelled; None where the queue keeps no job with this id. Past ``timeout`` (a
+        duration; None waits as long as it takes) ``TimeoutError`` is raised, and the job goes on. A
+        repeating job never ends: waiting for one is refused (watch it instead)."""
+        check_text_id(id, "id", self.name)
+        return self._watches.wait(self, id, self._timeout(timeout, id))
+
+    async def wait_async(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
+        """``wait`` for ``await``."""
+        check_text_id(id, "id", self.name)
+        return await self._watches.wait_async(self, id, self._timeout(timeout, id))
+
+    def _timeout(self, timeout: Optional[Duration], id: str) -> Optional[float]:
+        if timeout is None:
+            return None
+        try:
+            return parse_duration(timeout, "timeout")
+        except InvalidArgument as exc:
+            raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
 
     # Handling
 

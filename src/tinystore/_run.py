@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 from ._answers import Fail, Retry, Snooze
 from ._durations import Duration, parse_duration
 from ._errors import Conflict, InvalidArgument
+from ._events import fields
 from ._values import MAX_PROGRESS, check_text_id, encode_json, from_timestamp
 
 log = logging.getLogger("tinystore.worker")
@@ -109,7 +110,7 @@ class _Attempt:
         if future.exception() is not None:
             log.warning("progress of %s/%s attempt %d was not kept: %s", self.queue, self.id,
                         self.attempt, future.exception(),
-                        extra={"queue": self.queue, "job_id": self.id, "attempt": self.attempt})
+                        extra=fields(self.queue, self.id, self.attempt))
 
     def _claim_name(self, name: str) -> None:
         check_text_id(name, "step name", self.queue, self.id)

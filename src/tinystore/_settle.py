@@ -126,14 +126,15 @@ def repeating(decision: Decision, repeat: Repeat, due: float, now: float) -> Dec
     return decision
 
 
-def outcome(decision: Decision) -> Optional[str]:
-    """How ``decision`` counts in a queue's runs per minute: "done", "failed", or None (it runs again).
-    A repeating job's run counts as done or failed although the job waits for its next time."""
+def outcome(decision: Decision) -> str:
+    """How an attempt ended, in a word, as metrics, logs and a queue's runs per minute count it: done,
+    failed (for good), retried, or snoozed (not counted). A repeating job's run is done or failed
+    although the job waits for its next time."""
     if isinstance(decision, Done) or (isinstance(decision, Requeue) and decision.reset and decision.error is None):
         return "done"
     if isinstance(decision, Failed) or (isinstance(decision, Requeue) and decision.reset):
         return "failed"
-    return None
+    return "snoozed" if decision.uncount else "retried"
 
 
 def rule_of(stored: Optional[str]) -> Optional[Repeat]:

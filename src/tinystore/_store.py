@@ -154,7 +154,10 @@ class Store:
 
         Every process declares its schedules when it starts; the newest
         declaration sets the rule and the payload, and several processes
-        declaring it make one job. ``queue_options`` are ``store.queue``'s.
+        declaring it make one job. A new rule moves a waiting job to the new
+        rule's first time; a job running as it is declared keeps the time its
+        run settles it for, and follows the new rule after that.
+        ``queue_options`` are ``store.queue``'s.
         Returns the queue: register its handler with ``@schedule.work``.
         """
         check_queue_name(name)
@@ -196,18 +199,20 @@ class Store:
     # Operations
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per queue: jobs per state, the age in seconds of the oldest due job, and the last minute's
-        runs, done and failed jobs."""
+        """Per queue: jobs per state, how many of its jobs repeat (``repeating``: a schedule's queue has
+        one), the age in seconds of the oldest due job, and the last minute's runs, done and failed jobs."""
         self._ctx.check_open()
         now = self.clock.now()
         stats = self._backend.stats(now)
         def empty() -> dict[str, Any]:
-            return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "oldest_due_age": None,
-                    "started_last_minute": 0, "done_last_minute": 0, "failed_last_minute": 0}
+            return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "repeating": 0,
+                    "oldest_due_age": None, "started_last_minute": 0, "done_last_minute": 0,
+                    "failed_last_minute": 0}
         out = {name: empty() for name in stats.queues}
         for c in stats.counts:
             entry = out.setdefault(c.queue, empty())
             entry[c.state] = c.count
+            entry["repeating"] += c.repeating
             if c.oldest_due is not None:
                 entry["oldest_due_age"] = max(0.0, now - c.oldest_due)
         for r in stats.recent:

@@ -21,11 +21,12 @@ import asyncio
 import json
 import queue as queue_module
 import threading
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
 from ._context import Context
-from ._errors import Closed
+from ._errors import Closed, InvalidArgument
 from ._jobstate import JobState, state_of
 from ._outage import CannotGoOn, Retrying
 from ._values import from_timestamp
@@ -253,6 +254,39 @@ class Watches:
         finally:
             self._remove(watcher)
 
+    def wait(self, queue: "Queue", id: str, timeout: Optional[float]) -> Optional[JobState]:
+        """The job's last state once it ended (``queue.wait``); None where there is no such job."""
+        inbox: "queue_module.SimpleQueue[JobState]" = queue_module.SimpleQueue()
+        watcher, state = self._start(queue, id, inbox.put)
+        if watcher is None:
+            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            _check_ends(queue, state)
+            while state.state not in ENDED:
+                left = None if deadline is None else deadline - time.monotonic()
+                try:
+                    if left is not None and left <= 0:
+                        raise queue_module.Empty
+                    state = self._received(inbox.get(timeout=left))
+                except queue_module.Empty:
+                    raise TimeoutError(f"job {id!r} of queue {queue.name!r} had not ended after {timeout:g}s; "
+                                       f"it is {state.state}") from None
+            return state
+        finally:
+            self._remove(watcher)
+
+    async def wait_async(self, queue: "Queue", id: str, timeout: Optional[float]) -> Optional[JobState]:
+        async def last() -> Optional[JobState]:
+            state = None
+            async for state in self.watch_async(queue, id):
+                _check_ends(queue, state)
+            return state
+        try:
+            return await asyncio.wait_for(last(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"job {id!r} of queue {queue.name!r} had not ended after {timeout:g}s") from None
+
     async def watch_async(self, queue: "Queue", id: str) -> AsyncIterator[JobState]:
         loop = asyncio.get_running_loop()
         inbox: "asyncio.Queue[JobState]" = asyncio.Queue()
@@ -268,6 +302,13 @@ class Watches:
                 yield state
         finally:
             self._remove(watcher)
+
+
+def _check_ends(queue: "Queue", state: JobState) -> None:
+    """A repeating job never ends (it waits for its next time after each run): waiting for it is refused."""
+    if state.repeat is not None:
+        raise InvalidArgument(f"the job repeats ({state.repeat}) and never ends: watch it instead of waiting",
+                              queue=queue.name, job_id=state.id)
 
 
 def _state_at(last: JobState, change: Change, now: float) -> JobState:

@@ -39,9 +39,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ._answers import Fail, Retry, Snooze
 from ._context import Context
 from ._errors import Closed, InvalidArgument
+from ._events import fields
 from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
 from ._run import AsyncRun, Run, written
-from ._settle import Done, Errored, Requeue, decide, given_back, lost, repeating, rule_of
+from ._settle import Done, Errored, Requeue, decide, given_back, lost, outcome, repeating, rule_of
 from ._threads import HandlerThreads
 from ._typed import Unfit
 from ._values import encode_json, from_timestamp
@@ -127,7 +128,7 @@ class QueueRunner:
         self.maybe_due = True
         self.waiting = False  # asleep until poked: nothing to claim, or no room
         self.wants_threads = False  # in the thread budget's line
-        self.ended_ids: dict[int, str] = {}  # seq -> "queue/id" of attempts settled in the next cycle, for its log
+        self.ended_ids: dict[int, str] = {}  # seq -> job id of attempts settled in the next cycle, for its log
         self.ctx = worker.ctx
         self.retrying = Retrying(self.ctx.outages, f"claims of queue {queue.name!r}")
 
@@ -179,6 +180,8 @@ class QueueRunner:
                 elif claimed:
                     for c in claimed:
                         self._start(c, began)
+                    if self.ctx.events:
+                        self.ctx.events.claimed(self.queue.name, claimed, clock.now())
                     await asyncio.sleep(0)  # let the handlers begin before the next cycle
                 if len(claimed) == want and want > 0:
                     self.maybe_due = True  # there may be more
@@ -215,9 +218,12 @@ class QueueRunner:
             self.settled[:0] = settlements  # nothing was written: they are settled by the next cycle
             raise
         self.retrying.ok()
+        if self.ctx.events and settlements:
+            self.ctx.events.settled(q.name, settlements, cycle.stale)
         for s in cycle.stale:
-            log.info("a late settlement of %s attempt %d changed nothing: the lease had ended",
-                     self.ended_ids.pop(s.seq, f"{q.name}/seq {s.seq}"), s.attempt)
+            job = self.ended_ids.pop(s.seq, f"seq {s.seq}")
+            log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended", q.name, job,
+                     s.attempt, extra=fields(q.name, job, s.attempt))
         for s in settlements:
             self.ended_ids.pop(s.seq, None)
         q.options = cycle.options  # as the store keeps them: another process may have changed them
@@ -250,8 +256,7 @@ class QueueRunner:
 
     def _start(self, c: Claimed, began: float) -> None:
         q = self.queue
-        log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
-                  extra={"queue": q.name, "job_id": c.id, "attempt": c.attempt})
+        log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt, extra=fields(q.name, c.id, c.attempt, "started"))
         if self.is_async:
             run: Any = AsyncRun(self.ctx.backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
             # Its first step is scheduled now, before any cancel can come (timeouts, notices and stops
@@ -276,7 +281,7 @@ class QueueRunner:
         run.cancelled = True
         log.warning("%s/%s attempt %d ran past the queue's timeout of %gs%s", q.name, run.id, run.attempt,
                     q.options.timeout, "" if self.is_async else "; it keeps its place until its thread returns",
-                    extra={"queue": q.name, "job_id": run.id, "attempt": run.attempt})
+                    extra=fields(q.name, run.id, run.attempt))
         if self.is_async:
             task.cancel()
 
@@ -326,8 +331,11 @@ class QueueRunner:
             now = self.ctx.clock.now()
             answer, decision = self._decide(c, answer, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
-            self.ended_ids[c.seq] = f"{q.name}/{c.id}"
-            log_outcome(q, run, answer, exc, decision, now)
+            self.ended_ids[c.seq] = c.id
+            took = now - run._began if run._began is not None else 0.0
+            if self.ctx.events:
+                self.ctx.events.ran(q.name, took)
+            log_outcome(q, run, answer, exc, decision, now, took)
         self.poke.set()
 
 
@@ -351,10 +359,9 @@ class QueueRunner:
 
 
 def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
-                now: float) -> None:
+                now: float, took: float) -> None:
     """One line per attempt's end: info when it is done or will run again, error when it failed for good."""
-    took = now - run._began if run._began is not None else 0.0
-    where = {"queue": q.name, "job_id": run.id, "attempt": run.attempt}
+    where = fields(q.name, run.id, run.attempt, outcome(decision), took)
     head = f"{q.name}/{run.id} attempt {run.attempt}"
     if isinstance(decision, Done):
         log.info("%s done in %.3fs", head, took, extra=where)
@@ -576,7 +583,7 @@ class Worker:
                     log.warning("%s/%s attempt %d: its lease could not be renewed and runs out in %.1fs; its "
                                 "handler is told to stop (run.cancelled), and the job runs again",
                                 r.queue.name, run.id, run.attempt, max(0.0, ends - now),
-                                extra={"queue": r.queue.name, "job_id": run.id, "attempt": run.attempt})
+                                extra=fields(r.queue.name, run.id, run.attempt))
                     self._take_away(r, task, run)
 
     async def _maintain(self, period: float) -> None:

@@ -6,7 +6,10 @@ On every backend, with a fake clock; handlers run with ``run_until_idle``.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
+
+import pytest
 
 import tinystore
 from tinystore.testing import FakeClock
@@ -90,3 +93,46 @@ def test_SPEC_9_watch_ends_with_the_done_state_and_its_result(store: tinystore.S
     store.run_until_idle()
     last = list(watching)[-1]
     assert (last.state, last.result) == ("done", 42)
+
+
+def test_SPEC_9_wait_returns_the_last_state_with_its_result_once_a_job_ran_elsewhere(
+        store: tinystore.Store) -> None:
+    q = store.queue("sums", dedupe="1h")
+    q.work(lambda payload, run: payload["a"] + payload["b"])
+    q.add({"a": 2, "b": 3}, id="s")
+    worker = threading.Thread(target=store.run_until_idle)
+    worker.start()
+    done = q.wait("s", timeout="30s")
+    worker.join()
+    assert (done.state, done.result) == ("done", 5)
+    assert q.wait("s") == done  # an ended job: at once
+    assert q.wait("nobody") is None
+
+
+def test_SPEC_9_wait_async_and_its_timeout(store: tinystore.Store) -> None:
+    q = store.queue("sums", attempts=1)
+    q.work(lambda payload, run: run.fail("no"))
+    q.add({}, id="later", delay="1h")
+    q.add({}, id="now")
+
+    async def main() -> tuple:
+        with pytest.raises(TimeoutError, match="'later'.*not ended after 0.05s"):
+            await q.wait_async("later", timeout="50ms")
+        waiting = asyncio.ensure_future(q.wait_async("now", timeout=30))
+        await asyncio.get_running_loop().run_in_executor(None, store.run_until_idle)
+        return await waiting
+
+    failed = asyncio.run(main())
+    assert (failed.state, failed.error) == ("failed", "no")
+    with pytest.raises(TimeoutError, match="'later'"):
+        q.wait("later", timeout=0.05)
+    assert q.get("later").state == "scheduled"  # the job goes on
+
+
+def test_SPEC_9_waiting_for_a_repeating_job_is_refused(store: tinystore.Store) -> None:
+    q = store.queue("digests")
+    q.add({}, id="d", repeat=tinystore.every("1d"))
+    with pytest.raises(tinystore.InvalidArgument, match="repeats .* never ends"):
+        q.wait("d")
+    with pytest.raises(tinystore.InvalidArgument, match="timeout"):
+        q.wait("d", timeout="soon")

@@ -287,3 +287,33 @@ def test_SPEC_8_a_repeating_job_given_at_first_runs_then_and_its_rule_after(
     store.run_until_idle()
     assert [at for at, _, _ in runs] == [datetime(2026, 2, 1, 0, 20, tzinfo=UTC)]
     assert q.get("now").at == datetime(2026, 2, 1, 1, 0, tzinfo=UTC)
+
+
+# The cost of a claim
+
+
+def claim_work(kit: kits.Kit, target: str, clock: FakeClock, repeating: int) -> int:
+    """The writer's work (``kit.writer_work``) of one claim cycle taking 10 due jobs of a queue that also
+    holds ``repeating`` repeating jobs waiting for tomorrow."""
+    store = tinystore.open(target, clock=clock, durability="off")
+    try:
+        q = store.queue("digests", lease="1h")
+        tomorrow, rule = clock.now() + 86_400, tinystore.every("1d")
+        for first in range(0, repeating, 10_000):
+            q.add_many([tinystore.Job({}, id=f"digest:{n}", at=tomorrow, repeat=rule)
+                        for n in range(first, min(repeating, first + 10_000))])
+        q.add_many([{} for _ in range(10)])
+        with kit.writer_work(store) as work:
+            claimed = kit.claim_cycle(store, q, 11, clock.now()).claimed
+        assert len(claimed) == 10
+        return work[0]
+    finally:
+        store.close()
+
+
+def test_SPEC_8_a_claim_beside_20000_repeating_jobs_costs_what_it_costs_beside_100(
+        kit: kits.Kit, clock: FakeClock) -> None:
+    small = claim_work(kit, kit.new_target("small"), clock, 100)
+    big = claim_work(kit, kit.new_target("big"), clock, 20_000)
+    # A B-tree a level deeper may cost a little; reading the repeating jobs would cost 200 times more.
+    assert big < small * 1.5, (small, big)

@@ -152,12 +152,14 @@ class JobDetail:
 
 @dataclass(frozen=True)
 class QueueCount:
-    """Jobs of one queue in one stored state; ``oldest_due`` is the time the oldest due one was due."""
+    """Jobs of one queue in one stored state; ``oldest_due`` is the time the oldest due one was due;
+    ``repeating`` how many of them repeat."""
 
     queue: str
     state: str  # scheduled, waiting, running, done or failed
     count: int
     oldest_due: Optional[float]
+    repeating: int = 0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+import tinystore
+
 from ._common import (CommandError, add_json_argument, add_store_argument, job_json, open_queue, open_store,
                       print_json)
 
@@ -21,14 +23,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id", help="the job's id (default: a new random one)")
     parser.add_argument("--delay", help="run it after this long, e.g. 10m")
     parser.add_argument("--group", metavar="G", help="the job's group")
+    repeat = parser.add_mutually_exclusive_group()
+    repeat.add_argument("--cron", metavar="TEXT", help="repeat it at the times of this cron text (with --zone and --id)")
+    repeat.add_argument("--every", metavar="D", help="repeat it at every multiple of this duration (with --id)")
+    parser.add_argument("--zone", metavar="Z", help="the named zone of --cron, e.g. Europe/Berlin or UTC")
     add_json_argument(parser)
+
+
+def _repeat(args: argparse.Namespace) -> Any:
+    if args.cron is not None:
+        return tinystore.cron(args.cron, zone=args.zone)
+    if args.every is not None:
+        return tinystore.every(args.every)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     payload = _payload(sys.stdin.read() if args.payload == "-" else args.payload)
+    if args.zone is not None and args.cron is None:
+        raise CommandError("--zone is for --cron")
     with open_store(args) as store:
         queue = open_queue(store, args.queue)
-        job = queue.add(payload, id=args.id, delay=args.delay, group=args.group)
+        job = queue.add(payload, id=args.id, delay=args.delay, group=args.group, repeat=_repeat(args))
     if args.json:
         print_json({**job_json(job), "added": job.added})
     elif job.added:

@@ -53,8 +53,12 @@ def _print(data: dict[str, Any], now: float) -> None:
     ]
     if data["state"] == "waiting":
         lines.append(("ahead", data["ahead"]))
+    if data["repeat"] is not None:
+        lines.append(("repeats", f"{data['repeat']['rule']}; next time {data['at']}"))
     if data["progress"] is not None:
         lines.append(("progress", json.dumps(data["progress"], ensure_ascii=False)))
+    if data["result"] is not None:
+        lines.append(("result", json.dumps(data["result"], ensure_ascii=False)))
     lease = data["lease"]
     if lease is not None:
         lines.append(("lease", f"attempt {lease['attempt']} held by pid {lease['pid']} on {lease['host']}, "

@@ -28,8 +28,9 @@ def run(args: argparse.Namespace) -> int:
     if not stats:
         print("no queues yet")
         return 0
-    headers = ("queue", *STATES, "oldest due", "started/1m", "done/1m", "failed/1m")
-    rows = [(name, *(s[state] for state in STATES), age(s["oldest_due_age"]), s["started_last_minute"],
-             s["done_last_minute"], s["failed_last_minute"]) for name, s in sorted(stats.items())]
+    headers = ("queue", *STATES, "repeating", "oldest due", "started/1m", "done/1m", "failed/1m")
+    rows = [(name, *(s[state] for state in STATES), s["repeating"], age(s["oldest_due_age"]),
+             s["started_last_minute"], s["done_last_minute"], s["failed_last_minute"])
+            for name, s in sorted(stats.items())]
     print(table(headers, rows, right=range(1, len(headers))))
     return 0

@@ -10,6 +10,9 @@ write lock held by another process past lock_timeout) is waited out, logged
 once when it begins and once when it ends. When the worker cannot go on (any
 other error of the store, or 5 minutes of such failures) it stops as on
 SIGTERM and exits 1, its last line saying why, for a supervisor to restart it.
+
+With --metrics-port it serves the store's metrics (``tinystore.metrics``) at
+``http://127.0.0.1:PORT/metrics`` while it serves, and logs where.
 """
 
 from __future__ import annotations
@@ -24,19 +27,23 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinystore import Error, Store, backends
 from tinystore._durations import parse_duration
 
 from ._common import CommandError
 
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
 NAME = "worker"
 HELP = "serve a store's queues: tinystore worker app.jobs:store"
 
 log = logging.getLogger("tinystore.cli")
 
-JOB_FIELDS = ("queue", "job_id", "attempt")
+# A job's fields on a record (tinystore._events.fields), and the names the line shows them by.
+JOB_FIELDS = (("tinystore_queue", "queue"), ("tinystore_job", "job"), ("tinystore_attempt", "attempt"))
 URL = re.compile(r"postgres(?:ql)?://[^\s'\"]+")  # a URL in a traceback's source line or a message
 LINGER = 1.0  # how long exit waits for handler threads still running past the grace period
 
@@ -52,6 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace", default="30s",
                         help="how long running handlers may finish after SIGTERM (default 30s)")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    parser.add_argument("--metrics-port", type=_port, metavar="PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)")
+    parser.add_argument("--metrics-host", default="127.0.0.1",
+                        help="the address --metrics-port binds (default 127.0.0.1: this machine only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,16 +71,19 @@ def run(args: argparse.Namespace) -> int:
     queues = _queue_list(args.queues)
     store = load_store(args.target)
     _tinystore_level(args.log_level)  # again: importing the application may have changed it
-    return serve(store, queues, args.workers, grace, args.target)
+    return serve(store, queues, args.workers, grace, args.target, args.metrics_port, args.metrics_host)
 
 
-def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace: float, target: str) -> int:
-    """Serve ``queues`` (every queue with a handler where None) until SIGTERM or SIGINT, close the store,
-    and return the exit status: 0, or 1 when the worker could not go on (its last line says why)."""
+def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace: float, target: str,
+          metrics_port: "int | None" = None, metrics_host: str = "127.0.0.1") -> int:
+    """Serve ``queues`` (every queue with a handler where None) until SIGTERM or SIGINT, with metrics on
+    ``metrics_port`` where given, close the store, and return the exit status: 0, or 1 when the worker
+    could not go on (its last line says why)."""
     try:
         served = [q.name for q in store._served(queues)]
         if not served:
             raise CommandError(f"{target} has no queue with a handler: register one with @queue.work")
+        metrics = _serve_metrics(store, metrics_port, metrics_host)
         log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.location, ", ".join(served),
                  grace, extra={"queues": served})
         try:
@@ -78,6 +92,10 @@ def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace
             failure: "Error | None" = exc
         else:
             failure = None
+        finally:
+            if metrics is not None:
+                metrics.shutdown()
+                metrics.server_close()
     finally:
         _close_quietly(store)
     if failure is not None:
@@ -85,6 +103,20 @@ def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace
         return _exit_past_lingering_handlers(1)
     log.info("worker %d stopped", os.getpid())
     return _exit_past_lingering_handlers(0)
+
+
+def _serve_metrics(store: Store, port: "int | None", host: str) -> "ThreadingHTTPServer | None":
+    """The HTTP server of --metrics-port, serving from now on; None without it."""
+    if port is None:
+        return None
+    from tinystore import metrics
+    try:
+        server = metrics.serve_http(store, port, host)
+    except OSError as exc:
+        raise CommandError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    bound_host, bound_port = server.server_address[:2]
+    log.info("metrics at http://%s:%d/metrics", bound_host, bound_port)
+    return server
 
 
 def _close_quietly(store: Store) -> None:
@@ -179,6 +211,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a port from 0 to 65535")
+    return value
+
+
 def _exit_past_lingering_handlers(code: int) -> int:
     """A ``def`` handler cancelled past the grace period may still run in its thread; its job has gone
     to the next attempt and nothing it writes takes effect, so exit without waiting for it."""
@@ -204,8 +246,8 @@ class Formatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        fields = [f"{'job' if name == 'job_id' else name}={getattr(record, name)}"
-                  for name in JOB_FIELDS if getattr(record, name, None) is not None]
+        fields = [f"{shown}={getattr(record, name)}" for name, shown in JOB_FIELDS
+                  if getattr(record, name, None) is not None]
         if not fields:
             return text
         first, newline, rest = text.partition("\n")  # on the record's own line, before a traceback

@@ -391,11 +391,11 @@ DELETE FROM {schema}.cancelled WHERE at <= %s;
 DELETE FROM {schema}.counts WHERE minute <= %s;
 
 -- name: stats
--- Jobs per queue and state; queued jobs split by whether they are due.
-SELECT queue, st, count(*), min(due) FROM (
+-- Jobs per queue and state, and how many of them repeat; queued jobs split by whether they are due.
+SELECT queue, st, count(*)::int, min(due), count(repeat)::int FROM (
     SELECT queue, CASE WHEN state = 'queued' AND at > %(now)s THEN 'scheduled'
                        WHEN state = 'queued' THEN 'waiting' ELSE state END AS st,
-           CASE WHEN state = 'queued' AND at <= %(now)s THEN at END AS due
+           CASE WHEN state = 'queued' AND at <= %(now)s THEN at END AS due, repeat
     FROM {schema}.jobs
     WHERE expires IS NULL OR expires > %(now)s
 ) AS j

@@ -21,6 +21,7 @@ import sqlite3
 from collections import Counter
 from typing import Iterable, Optional
 
+from ..._events import fields
 from ..._options import QueueOptions
 from .._base import Claimed
 from . import _groups
@@ -160,7 +161,7 @@ def _fail_unreadable(conn: sqlite3.Connection, queue: str, opts: QueueOptions, s
     conn.execute(Q.job_fail, (error, now + opts.keep, seq))
     id = raw_id.decode("utf-8", "replace") if isinstance(raw_id, bytes) else repr(raw_id)
     log.error("%s/%s attempt %d failed for good: %s", queue, id, attempt, error,
-              extra={"queue": queue, "job_id": id, "attempt": attempt})
+              extra=fields(queue, id, attempt, "failed"))
 
 
 def _decodes(raw: bytes) -> bool:

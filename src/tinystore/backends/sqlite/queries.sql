@@ -355,10 +355,10 @@ DELETE FROM tinystore_cancelled WHERE at <= ?;
 DELETE FROM tinystore_counts WHERE minute <= ?;
 
 -- name: stats
--- Jobs per queue and state; queued jobs split by whether they are due.
+-- Jobs per queue and state, and how many of them repeat; queued jobs split by whether they are due.
 SELECT queue, CASE WHEN state = 'queued' AND at > :now THEN 'scheduled'
                    WHEN state = 'queued' THEN 'waiting' ELSE state END AS st,
-       count(*), min(CASE WHEN state = 'queued' AND at <= :now THEN at END)
+       count(*), min(CASE WHEN state = 'queued' AND at <= :now THEN at END), count(repeat)
 FROM tinystore_jobs
 WHERE expires IS NULL OR expires > :now
 GROUP BY queue, st;

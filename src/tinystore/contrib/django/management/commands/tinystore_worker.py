@@ -1,10 +1,11 @@
 """``python manage.py tinystore_worker``: run the tasks of a tinystore task backend until SIGTERM or SIGINT.
 
 Its options are ``tinystore worker``'s: ``--queues`` (default: the backend's
-QUEUES), ``--workers``, ``--grace`` and ``--log-level``; ``--backend`` names
-the TASKS alias (default ``default``). The first SIGTERM or SIGINT claims
-nothing more and lets running tasks finish within the grace period; the
-command exits 0, or 1 when the worker could not go on.
+QUEUES), ``--workers``, ``--grace``, ``--log-level``, ``--metrics-port`` and
+``--metrics-host``; ``--backend`` names the TASKS alias (default
+``default``). The first SIGTERM or SIGINT claims nothing more and lets
+running tasks finish within the grace period; the command exits 0, or 1 when
+the worker could not go on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.tasks.exceptions import InvalidTaskBackend
 from tinystore import Error
 from tinystore._durations import parse_duration
 from tinystore.cli import worker
+from tinystore.cli._common import CommandError as CliError
 
 from ..._backend import TaskBackend
 
@@ -30,14 +32,18 @@ class Command(BaseCommand):
         parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
         parser.add_argument("--queues", help="run only these queues, comma-separated (default: the backend's "
                                              "QUEUES)")
-        parser.add_argument("--workers", type=int, metavar="N",
+        parser.add_argument("--workers", type=worker._positive_int, metavar="N",
                             help="tasks at once per queue (default 16, each in a thread)")
         parser.add_argument("--grace", default="30s",
                             help="how long running tasks may finish after SIGTERM (default 30s)")
         parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+        parser.add_argument("--metrics-port", type=worker._port, metavar="PORT",
+                            help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)")
+        parser.add_argument("--metrics-host", default="127.0.0.1",
+                            help="the address --metrics-port binds (default 127.0.0.1: this machine only)")
 
     def handle(self, *args: Any, backend: str, queues: "str | None", workers: "int | None", grace: str,
-               log_level: str, **options: Any) -> None:
+               log_level: str, metrics_port: "int | None", metrics_host: str, **options: Any) -> None:
         tasks = _backend(backend)
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else sorted(tasks.queues)
         if not names:
@@ -46,15 +52,17 @@ class Command(BaseCommand):
         unknown = [q for q in names if tasks.queues and q not in tasks.queues]
         if unknown:
             raise CommandError(f"--queues {', '.join(unknown)}: not in the QUEUES of task backend {backend!r}")
-        if workers is not None and workers < 1:
-            raise CommandError(f"--workers {workers} must be at least 1")
         try:
             seconds = parse_duration(grace, "--grace")
             worker.configure_logging(log_level)
             tasks.serve_queues(names)
         except Error as exc:
             raise CommandError(str(exc)) from None
-        code = worker.serve(tasks.store, names, workers, seconds, f"task backend {backend!r}")
+        try:
+            code = worker.serve(tasks.store, names, workers, seconds, f"task backend {backend!r}", metrics_port,
+                                metrics_host)
+        except CliError as exc:
+            raise CommandError(str(exc)) from None
         if code:
             sys.exit(code)
 
