@@ -21,6 +21,7 @@ import textwrap
 import threading
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import IO, Any, Optional
 
 import pytest
@@ -192,9 +193,9 @@ def wait_child(proc: subprocess.Popen, timeout: float = 30) -> int:
 
 
 def django_python() -> str:
-    """A Python that has Django 6 (which needs 3.12 or newer): this one, or ``TINYSTORE_DJANGO_PYTHON``'s
-    (CI gives its 3.12 venv's). Without one the test is skipped saying so, except under ``CI=true``,
-    where that fails it."""
+    """A Python that has Django 6 (which needs 3.12 or newer): this one, ``TINYSTORE_DJANGO_PYTHON``'s, or
+    the checkout's ``.venv312`` (which ``.ci/run`` makes). Without one the test is skipped saying so,
+    except under ``CI=true``, where that fails it."""
     try:
         if int(metadata.version("django").split(".")[0]) >= 6:
             return sys.executable
@@ -203,8 +204,11 @@ def django_python() -> str:
     python = os.environ.get("TINYSTORE_DJANGO_PYTHON")
     if python:
         return python
+    venv312 = Path(__file__).resolve().parent.parent / ".venv312" / "bin" / "python"
+    if venv312.exists():
+        return str(venv312)
     message = (f"Django 6 is not installed for Python {sys.version.split()[0]} (it needs 3.12 or newer): "
-               f"set TINYSTORE_DJANGO_PYTHON to a Python that has it")
+               f"set TINYSTORE_DJANGO_PYTHON to a Python that has it, or make .venv312 as .ci/run does")
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)

@@ -86,8 +86,10 @@ class SQLiteBackend(Backend):
                 lock.close()
             if created and os.path.getsize(self.path) == 0:
                 os.remove(self.path)  # a refused open leaves nothing behind (a full disk at open, say)
-            if isinstance(exc, sqlite3.DatabaseError) and not is_busy(exc):
-                raise corrupt(self.path, exc) from None
+            if isinstance(exc, sqlite3.DatabaseError):
+                # Busy: another connection held the write lock past lock_timeout (a new file's first
+                # writer, say, while WAL mode is being set).
+                raise (translated(exc, self.path, lock_timeout) if is_busy(exc) else corrupt(self.path, exc)) from None
             raise
         self._lock = lock
         self._watch = _identity.FileWatch(self.path, self._real, self.file)
