@@ -1,34 +1,52 @@
-"""FastAPI's lifespan serving tinystore's queues on the app's own event loop with ``serve_async``.
+"""FastAPI serving tinystore's queues in its lifespan, on the app's own event loop, with ``serve_async``.
 
-    python examples/fastapi_lifespan.py           # runs the lifespan once, as a server would
-    uvicorn examples.fastapi_lifespan:app         # with FastAPI and uvicorn installed
+    uvicorn --app-dir examples fastapi_lifespan:app   # with FastAPI and uvicorn installed
+    python examples/fastapi_lifespan.py               # runs the lifespan once, as a server would
 
-At startup the lifespan runs ``store.serve_async()`` as a task; at shutdown
-``store.stop()`` claims no more and lets running handlers finish within the
-grace period, then the task ends. The server handles SIGTERM and runs the
-shutdown half of the lifespan, so the handlers get the same grace as under
-``tinystore worker``. FastAPI is optional for this file: without it, running
-it still drives the lifespan by hand.
+``POST /photos/{id}?name=cat.jpg`` writes the photo's row and adds the job
+that makes its thumbnail in one transaction: a photo that exists already
+(409) leaves neither. ``GET /photos/{id}`` shows the thumbnail once the job
+is done. At startup the lifespan runs ``store.serve_async()`` as a task; at
+shutdown (the server's SIGTERM) ``store.stop()`` claims no more and lets
+running handlers finish within the grace period, as ``tinystore worker``
+does. Without FastAPI, running this file still drives the lifespan by hand.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import sys
 import tempfile
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Optional
 
 import tinystore
 
 store = tinystore.open(os.environ.get("TINYSTORE_FILE") or os.path.join(tempfile.mkdtemp(), "app.db"))
-thumbnails = store.queue("thumbnails")
+store.execute("create table if not exists photos (id integer primary key, name text not null, thumbnail text)")
+thumbnails = store.queue("thumbnails", dedupe="1d")  # a done job is kept a day, to be looked at
 
 
 @thumbnails.work
 async def make_thumbnail(payload: dict, run: tinystore.AsyncRun) -> None:
     print(f"worker  thumbnail of photo {payload['photo_id']} (attempt {run.attempt})", flush=True)
+    await asyncio.sleep(payload["seconds"])  # the time a thumbnail takes to make
+    await run.transaction("thumbnail", lambda tx: tx.execute(
+        "update photos set thumbnail = 'thumb-' || name where id = ?", (payload["photo_id"],)))
+
+
+def add_photo(photo_id: int, name: str, seconds: float = 0) -> Optional[tinystore.JobState]:
+    """The photo's row and its thumbnail's job, in one commit; None where the photo exists: then the job
+    added before the insert failed is rolled back with it."""
+    try:
+        with store.transaction() as tx:
+            job = thumbnails.add({"photo_id": photo_id, "seconds": seconds}, tx=tx)
+            tx.execute("insert into photos (id, name) values (?, ?)", (photo_id, name))
+    except sqlite3.IntegrityError:
+        return None
+    return job
 
 
 @asynccontextmanager
@@ -41,24 +59,36 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
 
 
 try:
-    from fastapi import FastAPI
+    from fastapi import FastAPI, HTTPException
 except ImportError:
     app = None
 else:
     app = FastAPI(lifespan=lifespan)
 
-    @app.post("/photos/{photo_id}")
-    def upload(photo_id: int) -> dict:  # a plain def: add() writes to disk, so it runs off the event loop
-        job = thumbnails.add({"photo_id": photo_id}, id=f"thumb:{photo_id}")
+    # Plain defs: a commit writes to the disk, so FastAPI runs them off the event loop.
+    @app.post("/photos/{photo_id}", status_code=201)
+    def upload(photo_id: int, name: str, seconds: float = 0) -> dict:
+        job = add_photo(photo_id, name, seconds)
+        if job is None:
+            raise HTTPException(409, f"photo {photo_id} exists")
         return {"job": job.id, "state": job.state}
+
+    @app.get("/photos/{photo_id}")
+    def photo(photo_id: int) -> dict:
+        rows = store.query("select name, thumbnail from photos where id = ?", (photo_id,))
+        if not rows:
+            raise HTTPException(404, f"no photo {photo_id}")
+        return {"name": rows[0][0], "thumbnail": rows[0][1]}
 
 
 async def demo() -> None:
     """What a server does: enter the lifespan, handle a request, leave the lifespan."""
     async with lifespan(app):
-        thumbnails.add({"photo_id": 7}, id="thumb:7")
-        async for job in thumbnails.watch_async("thumb:7"):
-            print(f"client  {job.id} is {job.state}", flush=True)
+        job = add_photo(7, "cat.jpg")
+        assert job is not None and add_photo(7, "cat.jpg") is None, "photo 7 was there before"
+        async for state in thumbnails.watch_async(job.id):
+            print(f"client  photo 7's thumbnail is {state.state}", flush=True)
+        print(f"client  {store.query('select thumbnail from photos where id = 7')[0][0]}", flush=True)
     print("stopped")
 
 

@@ -20,7 +20,11 @@ import sys
 import textwrap
 import threading
 import time
+from importlib import metadata
+from pathlib import Path
 from typing import IO, Any, Optional
+
+import pytest
 
 
 def run_child(code: str, *args: str, timeout: float = 60, check: bool = False, **kwargs: Any) -> subprocess.CompletedProcess:
@@ -186,3 +190,25 @@ def wait_child(proc: subprocess.Popen, timeout: float = 30) -> int:
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the child did not end within {timeout:g}s; its output:\n"
                              + "\n".join(lines_of(proc)) + "\nstderr:\n" + stderr_of(proc)) from None
+
+
+def django_python() -> str:
+    """A Python that has Django 6 (which needs 3.12 or newer): this one, ``TINYSTORE_DJANGO_PYTHON``'s, or
+    the checkout's ``.venv312`` (which ``.ci/run`` makes). Without one the test is skipped saying so,
+    except under ``CI=true``, where that fails it."""
+    try:
+        if int(metadata.version("django").split(".")[0]) >= 6:
+            return sys.executable
+    except metadata.PackageNotFoundError:
+        pass
+    python = os.environ.get("TINYSTORE_DJANGO_PYTHON")
+    if python:
+        return python
+    venv312 = Path(__file__).resolve().parent.parent / ".venv312" / "bin" / "python"
+    if venv312.exists():
+        return str(venv312)
+    message = (f"Django 6 is not installed for Python {sys.version.split()[0]} (it needs 3.12 or newer): "
+               f"set TINYSTORE_DJANGO_PYTHON to a Python that has it, or make .venv312 as .ci/run does")
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)

@@ -3,7 +3,8 @@
 Each block runs twice in the same folder, as a reader trying it again would:
 the second run finds the first run's store and tables, and must still work.
 A block that reads ``DATABASE_URL`` gets a PostgreSQL database of its own
-(from the PostgreSQL test kit), dropped afterwards.
+(from the PostgreSQL test kit), dropped afterwards; a block that imports
+Django runs on a Python that has Django 6 (``helpers.django_python``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import kits
+from helpers import django_python
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text("utf-8"), re.S)
@@ -30,12 +32,13 @@ def test_readme_has_runnable_examples() -> None:
 def test_each_readme_example_runs_and_runs_again_in_the_same_folder(number: int, tmp_path: Path) -> None:
     code = BLOCKS[number]
     env = dict(os.environ)
+    python = django_python() if "import django" in code else sys.executable
     postgres = kits.PostgresKit(tmp_path) if "DATABASE_URL" in code else None
     try:
         if postgres is not None:
             env["DATABASE_URL"] = postgres.new_target("readme")
         for run in ("first", "second"):
-            done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+            done = subprocess.run([python, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                                   timeout=120, env=env)
             assert done.returncode == 0, f"README block {number} failed on its {run} run:\n{code}\n{done.stderr}"
     finally:

@@ -99,4 +99,4 @@ def test_the_fastapi_example_runs_its_lifespan_with_or_without_fastapi(tmp_path:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "worker  thumbnail of photo 7 (attempt 1)" in lines
-    assert lines[-2:] == ["client  thumb:7 is done", "stopped"]
+    assert lines[-3:] == ["client  photo 7's thumbnail is done", "client  thumb-cat.jpg", "stopped"]

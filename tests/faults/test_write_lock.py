@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 import signal
+import sqlite3
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -135,3 +136,19 @@ def test_a_worker_waits_out_a_stopped_process_holding_the_write_lock_and_runs_th
         assert store._background is not None and store._background.is_alive()
     finally:
         store.close()
+
+
+def test_open_of_a_new_file_whose_first_writer_holds_its_lock_raises_Locked_not_a_sqlite3_error(
+        tmp_path: Any) -> None:
+    path = str(tmp_path / "app.db")
+    app = sqlite3.connect(path, isolation_level=None)  # the application made the file, in its own journal mode
+    try:
+        app.execute("BEGIN IMMEDIATE")
+        app.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        with pytest.raises(tinystore.Locked, match="lock_timeout"):
+            tinystore.open(path, lock_timeout="100ms")  # putting the file in WAL mode waits for that lock
+        app.execute("COMMIT")
+    finally:
+        app.close()
+    with tinystore.open(path) as store:  # once it is free, the open goes on
+        assert store.queues() == []

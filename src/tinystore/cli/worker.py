@@ -71,15 +71,23 @@ def run(args: argparse.Namespace) -> int:
     queues = _queue_list(args.queues)
     store = load_store(args.target)
     _tinystore_level(args.log_level)  # again: importing the application may have changed it
+    return serve(store, queues, args.workers, grace, args.target, args.metrics_port, args.metrics_host)
+
+
+def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace: float, target: str,
+          metrics_port: "int | None" = None, metrics_host: str = "127.0.0.1") -> int:
+    """Serve ``queues`` (every queue with a handler where None) until SIGTERM or SIGINT, with metrics on
+    ``metrics_port`` where given, close the store, and return the exit status: 0, or 1 when the worker
+    could not go on (its last line says why)."""
     try:
         served = [q.name for q in store._served(queues)]
         if not served:
-            raise CommandError(f"{args.target} has no queue with a handler: register one with @queue.work")
-        metrics = _serve_metrics(store, args.metrics_port, args.metrics_host)
+            raise CommandError(f"{target} has no queue with a handler: register one with @queue.work")
+        metrics = _serve_metrics(store, metrics_port, metrics_host)
         log.info("worker %d started on %s: queues %s, grace %gs", os.getpid(), store.location, ", ".join(served),
                  grace, extra={"queues": served})
         try:
-            store.serve(workers=args.workers, queues=served, grace=grace)
+            store.serve(workers=workers, queues=served, grace=grace)
         except Error as exc:  # it could not go on: say why, and exit 1 for a supervisor to restart it
             failure: "Error | None" = exc
         else:

@@ -87,8 +87,10 @@ class SQLiteBackend(SQLiteReads, Backend):
                 lock.close()
             if created and os.path.getsize(self.path) == 0:
                 os.remove(self.path)  # a refused open leaves nothing behind (a full disk at open, say)
-            if isinstance(exc, sqlite3.DatabaseError) and not is_busy(exc):
-                raise corrupt(self.path, exc) from None
+            if isinstance(exc, sqlite3.DatabaseError):
+                # Busy: another connection held the write lock past lock_timeout (a new file's first
+                # writer, say, while WAL mode is being set).
+                raise (translated(exc, self.path, lock_timeout) if is_busy(exc) else corrupt(self.path, exc)) from None
             raise
         self._lock = lock
         self._watch = _identity.FileWatch(self.path, self._real, self.file)
@@ -383,7 +385,7 @@ class SQLiteBackend(SQLiteReads, Backend):
     def watch_end(self, owner: int, seq: int) -> Future:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(Q.watched_delete, (seq, owner))
-            conn.execute(Q.changes_prune_job, (seq,))
+            conn.execute(Q.changes_prune_job, {"job": seq})
         return self.submit(op)
 
     def watched(self, cursors: dict[int, int]) -> Watched:

@@ -65,9 +65,9 @@ def start_time(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: fl
     """
     if opts.rate is None and opts.group_rate is None:
         return now
-    conn.execute(Q.starts_clamp, (now, queue))
+    conn.execute(Q.starts_clamp, {"now": now, "queue": queue})
     if opts.group_rate is not None:
-        conn.execute(Q.groups_wake_clamp, (now, queue, opts.group_rate[1]))
+        conn.execute(Q.groups_wake_clamp, {"now": now, "queue": queue, "window": opts.group_rate[1]})
     return now
 
 

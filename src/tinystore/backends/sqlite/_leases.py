@@ -27,7 +27,7 @@ def settle(conn: sqlite3.Connection, queue: str, opts: QueueOptions, settlements
     """
     opts = _groups.kept(conn, queue, opts)
     tokens = json.dumps([[s.seq, s.attempt] for s in settlements])
-    ended = {seq for (seq,) in conn.execute(Q.leases_end_many, (tokens,))}
+    ended = {seq for (seq,) in conn.execute(Q.leases_end_many, {"tokens": tokens})}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
     gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}

@@ -140,8 +140,8 @@ DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
 -- End the leases of a batch of attempts, given as a JSON array of [job, attempt];
 -- returns the jobs whose attempt still held its lease (the others are stale, JOB-05).
 DELETE FROM tinystore_leases
-WHERE job IN (SELECT value ->> 0 FROM json_each(?1))
-  AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?1))
+WHERE job IN (SELECT value ->> 0 FROM json_each(:tokens))
+  AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:tokens))
 RETURNING job;
 
 -- name: jobs_delete_many
@@ -292,12 +292,12 @@ SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t 
 -- Starts counted later than now (by a clock that read later: set back since, or another process's
 -- running ahead) count as made now: never earlier than they were, never holding a window longer
 -- than its period. Read from the (queue, t) index: with none, it writes nothing.
-UPDATE tinystore_starts SET t = ?1 WHERE queue = ?2 AND t > ?1;
+UPDATE tinystore_starts SET t = :now WHERE queue = :queue AND t > :now;
 
 -- name: groups_wake_clamp
 -- Groups set aside until later than now plus their window (by a clock that read later) are woken now:
 -- the next claim counts their window again.
-UPDATE tinystore_groups SET wake_at = ?1 WHERE queue = ?2 AND wake_at > ?1 + ?3;
+UPDATE tinystore_groups SET wake_at = :now WHERE queue = :queue AND wake_at > :now + :window;
 
 -- name: start_insert
 -- Record a start for the rate windows.
@@ -444,7 +444,7 @@ DELETE FROM tinystore_watched WHERE owner = ?;
 
 -- name: changes_prune_job
 -- The changes of a job nobody watches any more.
-DELETE FROM tinystore_changes WHERE job = ?1 AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = ?1);
+DELETE FROM tinystore_changes WHERE job = :job AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = :job);
 
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).

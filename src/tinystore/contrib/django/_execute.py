@@ -1,0 +1,62 @@
+"""The handler of a worker's queues: import the task a job names, call it, keep what it returned."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable
+
+from django.db import close_old_connections
+from django.tasks import TaskContext, TaskResult, TaskResultStatus
+from django.tasks.signals import task_finished, task_started
+from django.utils.json import normalize_json
+
+import tinystore
+
+from ._results import describe, load_task, make_result, when
+
+if TYPE_CHECKING:
+    from ._backend import TaskBackend
+
+
+def handler_for(backend: "TaskBackend") -> Callable[[Any, tinystore.Run], dict[str, Any]]:
+    """A ``def`` handler (it runs in a worker's thread, where Django's ORM may block) for ``backend``."""
+    def run_task(payload: Any, run: tinystore.Run) -> dict[str, Any]:
+        return execute(backend, payload, run)
+    return run_task
+
+
+def execute(backend: "TaskBackend", payload: Any, run: tinystore.Run) -> dict[str, Any]:
+    """Run the job's task; what it returns is kept with when it began and ended, and the worker's name.
+
+    A task that raises fails the attempt, which is retried as the queue's
+    options say. Django's ``task_started`` and ``task_finished`` are sent for
+    each attempt. Database connections past their age are closed before and
+    after, as Django does around a request.
+    """
+    task = load_task(payload, run.queue, run.id)
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    started = backend.store.clock.now()
+    running = make_result(backend, task, run.id, TaskResultStatus.RUNNING, payload, run.attempt, worker,
+                          started=started)
+    task_started.send(type(backend), task_result=running)
+    close_old_connections()
+    try:
+        context = [TaskContext(task_result=running)] if task.takes_context else []
+        value = normalize_json(task.call(*context, *payload["args"], **payload["kwargs"]))
+    except Exception as exc:
+        _finished(backend, running, TaskResultStatus.FAILED, errors=[describe(exc)])
+        raise
+    finally:
+        close_old_connections()
+    finished = backend.store.clock.now()
+    _finished(backend, running, TaskResultStatus.SUCCESSFUL, finished_at=when(finished), return_value=value)
+    return {"return_value": value, "started_at": started, "finished_at": finished, "worker": worker}
+
+
+def _finished(backend: "TaskBackend", running: TaskResult, status: TaskResultStatus, return_value: Any = None,
+              **changes: Any) -> None:
+    result = replace(running, status=status, **changes)
+    object.__setattr__(result, "_return_value", return_value)
+    task_finished.send(type(backend), task_result=result)

@@ -1,0 +1,28 @@
+"""The shop's tasks: a receipt that writes its order's row, a payment that fails, and an async one that
+takes its context."""
+
+from django.tasks import task
+
+from .models import Order
+
+
+class PaymentDeclined(Exception):
+    pass
+
+
+@task
+def send_receipt(order_id: int) -> dict:
+    order = Order.objects.get(id=order_id)
+    order.receipt = f"receipt for {order.total}"
+    order.save()
+    return {"order": order_id, "receipt": order.receipt}
+
+
+@task(queue_name="payments")
+def charge(order_id: int) -> None:
+    raise PaymentDeclined(f"card declined for order {order_id}")
+
+
+@task(takes_context=True)
+async def which_attempt(context) -> int:
+    return context.attempt

@@ -1,0 +1,91 @@
+"""Django's tasks through tinystore, in a real project run by manage.py, on SQLite and on PostgreSQL.
+
+``manage.py shop enqueue`` (``project/shop/management/commands/shop.py``)
+enqueues inside ``transaction.atomic`` with an order's row, in a block that
+rolls back, outside any transaction, later, and with options tinystore
+refuses; ``manage.py tinystore_worker`` runs the tasks; ``manage.py shop
+results`` reads them back through Django's ``TaskResult``.
+"""
+
+from __future__ import annotations
+
+import signal
+from datetime import datetime
+
+import tinystore
+from djangotools import Shop, wait_until
+from helpers import stderr_of, wait_child
+
+
+def test_a_task_commits_with_the_rows_of_its_atomic_block_and_a_rolled_back_one_leaves_neither(shop: Shop) -> None:
+    enqueued = shop.manage("shop", "enqueue")
+
+    assert enqueued["status"] == "READY"
+    assert shop.manage("shop", "orders") == [[1, 120, ""]]  # order 2 was rolled back with its task
+    results = shop.manage("shop", "results", enqueued["committed"], enqueued["rolled_back"], enqueued["later"])
+    assert results[enqueued["rolled_back"]] is None
+    assert results[enqueued["committed"]]["status"] == "READY"
+    assert results[enqueued["committed"]]["args"] == [1]
+    assert results[enqueued["later"]]["status"] == "READY"
+    store = tinystore.open(shop.target)
+    try:
+        assert store.queue("default").get(enqueued["rolled_back"]) is None
+        assert store.queue("default").get(enqueued["committed"]).state == "waiting"
+        later = store.queue("default").get(enqueued["later"])
+        assert later.state == "scheduled" and (later.at - datetime.now(later.at.tzinfo)).days == 0  # run_after: a day
+    finally:
+        store.close()
+
+
+def test_options_tinystore_has_no_meaning_for_and_a_worker_of_unknown_queues_are_refused_saying_why(shop: Shop) -> None:
+    refused = shop.manage("shop", "enqueue")["refused"]
+
+    assert refused["priority"].startswith("InvalidTask: task shop.tasks.send_receipt: priority=5 has no meaning")
+    assert "no priorities" in refused["priority"]
+    assert refused["queue"] == "InvalidTask: Queue 'elsewhere' is not valid for backend."
+    assert refused["arguments"].startswith("InvalidArgument: task shop.tasks.send_receipt: its arguments must be JSON")
+    assert "queue 'default'" in refused["arguments"]
+    assert shop.refused("tinystore_worker", "--queues", "default,elsewhere") == \
+        "CommandError: --queues elsewhere: not in the QUEUES of task backend 'default'"
+    assert shop.refused("tinystore_worker", "--backend", "other").startswith("CommandError: --backend other: ")
+
+
+def test_the_worker_runs_the_tasks_and_their_results_errors_and_times_read_back(shop: Shop) -> None:
+    enqueued = shop.manage("shop", "enqueue")
+    store = tinystore.open(shop.target)
+    worker = shop.start("tinystore_worker", "--grace", "5s")
+    try:
+        wait_until(lambda: all(store.queue(queue).get(enqueued[task]).state in ("done", "failed")
+                               for queue, task in (("default", "committed"), ("payments", "declined"),
+                                                   ("default", "attempt"))), "the worker ran the three tasks")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert wait_child(worker) == 0, stderr_of(worker)
+        store.close()
+    log = stderr_of(worker)
+    assert "stopped" in log.splitlines()[-1]
+    # Django's task signals were sent, and its django.tasks logger told them
+    assert f"Task id={enqueued['committed']} path=shop.tasks.send_receipt state=RUNNING" in log
+    assert f"Task id={enqueued['committed']} path=shop.tasks.send_receipt state=SUCCESSFUL" in log
+    assert f"Task id={enqueued['declined']} path=shop.tasks.charge state=FAILED" in log
+
+    results = shop.manage("shop", "results", enqueued["committed"], enqueued["declined"], enqueued["attempt"],
+                          enqueued["later"])
+    receipt = results[enqueued["committed"]]
+    assert receipt["status"] == "SUCCESSFUL"
+    assert receipt["return_value"] == {"order": 1, "receipt": "receipt for 120"}
+    assert receipt["attempts"] == 1
+    enqueued_at, started_at, finished_at = map(datetime.fromisoformat, receipt["times"])
+    assert enqueued_at <= started_at <= finished_at
+    assert shop.manage("shop", "orders") == [[1, 120, "receipt for 120"]]  # the task wrote its row
+
+    declined = results[enqueued["declined"]]
+    assert declined["status"] == "FAILED" and declined["queue"] == "payments"
+    [[path, traceback]] = declined["errors"]
+    assert path == "shop.tasks.PaymentDeclined" and declined["exception_class"] == "PaymentDeclined"
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert 'raise PaymentDeclined(f"card declined for order {order_id}")' in traceback
+    assert traceback.rstrip().endswith("shop.tasks.PaymentDeclined: card declined for order 1")
+
+    assert results[enqueued["attempt"]]["return_value"] == 1  # TaskContext.attempt: the first attempt
+    assert results[enqueued["later"]]["status"] == "READY"  # due tomorrow
