@@ -280,3 +280,14 @@ def test_a_stream_ends_saying_why_when_the_store_closes(file_store: tinystore.St
         assert next(told)[0] == "overview"
         file_store.close()
         assert list(told) == [("trouble", {"error": f"the store {file_store.location!r} is closed"})]
+
+
+def test_mounted_in_a_fastapi_app_it_serves_under_its_path(file_store: tinystore.Store,
+                                                           serve: Callable[[Any], httpx.Client]) -> None:
+    fastapi = pytest.importorskip("fastapi")
+    application = fastapi.FastAPI()
+    application.mount("/jobs", tinystore.web.app(file_store, token=TOKEN))
+    client = serve(application)
+    assert '<base href="/jobs/">' in client.get("/jobs/").text
+    assert client.get("/jobs/api/overview").json()["totals"]["done"] == 4
+    assert client.post("/jobs/api/cancel", json={"queue": "work", "id": "later-10"}).status_code == 403
