@@ -291,3 +291,13 @@ def test_mounted_in_a_fastapi_app_it_serves_under_its_path(file_store: tinystore
     assert '<base href="/jobs/">' in client.get("/jobs/").text
     assert client.get("/jobs/api/overview").json()["totals"]["done"] == 4
     assert client.post("/jobs/api/cancel", json={"queue": "work", "id": "later-10"}).status_code == 403
+
+
+def test_metrics_gives_the_stores_waiting_and_running_jobs_as_prometheus_text(
+        client: httpx.Client, store: tinystore.Store) -> None:
+    store.queue("work").add({"n": 20}, id="now-20")
+    answer = client.get("/metrics")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    lines = answer.text.splitlines()
+    assert 'tinystore_jobs_waiting{queue="work"} 1' in lines and 'tinystore_jobs_running{queue="work"} 0' in lines
+    assert 'tinystore_jobs_waiting{queue="empty"} 0' in lines

@@ -1,5 +1,9 @@
 """The ASGI app: the page, its JSON reads, its event stream and its actions, on Starlette.
 
+``/metrics`` is the store's Prometheus text (``tinystore.metrics``): its
+waiting and running jobs per queue, read from the store, beside this
+process's own counters.
+
 Every URL the page uses is relative to where the app is mounted (the page's
 ``<base href>`` is the ASGI ``root_path``). Reads are GETs; actions are POSTs
 of JSON that carry the token in the ``X-Tinystore-Token`` header, which a
@@ -25,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._errors import Closed, Error, InvalidArgument, Unavailable
 from .._store import Store
+from ..metrics import CONTENT_TYPE, prometheus_text
 from . import _views
 from ._feed import Feed
 
@@ -59,6 +64,10 @@ def build(store: Store, token: str) -> Starlette:
     async def job(request: Request) -> Response:
         q = request.query_params
         return await _answer(lambda: _views.job_page(store, q.get("queue"), q.get("id")))
+
+    async def metrics(request: Request) -> Response:
+        text = await run_in_threadpool(prometheus_text, store)
+        return Response(text, headers={**SECURITY, "Content-Type": CONTENT_TYPE})
 
     async def events(request: Request) -> Response:
         try:
@@ -102,6 +111,7 @@ def build(store: Store, token: str) -> Starlette:
         Route("/api/jobs", jobs),
         Route("/api/job", job),
         Route("/api/events", events),
+        Route("/metrics", metrics),
         Route("/api/retry", action(_retry), methods=["POST"]),
         Route("/api/cancel", action(_cancel), methods=["POST"]),
         Route("/api/retry-failed", action(_retry_failed), methods=["POST"]),
