@@ -3,11 +3,12 @@
 The workers serve in this process (``store.start()``), the dashboard in a
 child process, each with the file open: what the page shows, it read from
 the file, and what it did, the workers see. The screenshots in ``docs/``
-are taken here.
+are taken here: ``TINYSTORE_SCREENSHOTS=docs pytest tests/web/test_browser.py``.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -76,6 +77,13 @@ class Site:
 
 
 @pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go: ``docs/`` with ``TINYSTORE_SCREENSHOTS=docs`` (README's are taken so),
+    else a folder of the test run, so that running the tests leaves the checkout as it was."""
+    return DOCS if os.environ.get("TINYSTORE_SCREENSHOTS") == "docs" else tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     site = Site(tmp_path_factory.mktemp("web"))
     yield site
@@ -107,7 +115,7 @@ def open_page(browser: Any, site: Site, hash: str) -> None:
     wait(browser).until(lambda b: b.find_element(By.ID, "live").text == "live")
 
 
-def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: Site) -> None:
+def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: Site, shots: Path) -> None:
     browser.set_window_size(1280, 1000)
     open_page(browser, site, "#token=" + TOKEN)
     stats = site.store.stats()
@@ -120,17 +128,17 @@ def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: S
     assert "every 1h, next" in text_of(browser, 'section[data-queue="digest"]')
     card = text_of(browser, 'section[data-queue="reports"]')
     assert "2 of 2" in card and "of 100/m" in card and "at most 1" in card and "team:0: 1 of 1, team:1: 1 of 1" in card
-    browser.save_screenshot(str(DOCS / "dashboard-queues.png"))
+    browser.save_screenshot(str(shots / "dashboard-queues.png"))
 
 
-def test_a_failed_jobs_page_shows_its_error_with_the_traceback(browser: Any, site: Site) -> None:
+def test_a_failed_jobs_page_shows_its_error_with_the_traceback(browser: Any, site: Site, shots: Path) -> None:
     open_page(browser, site, f"#/job?queue=mail&id={site.failed}")
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "job-state"), "failed"))
     error = text_of(browser, "#error")
     assert "ValueError: no mailbox for ann@example.org" in error
     assert "Traceback (most recent call last)" in error and "in send" in error
     assert '"to": "ann@example.org"' in text_of(browser, "#payload")
-    browser.save_screenshot(str(DOCS / "dashboard-job.png"))
+    browser.save_screenshot(str(shots / "dashboard-job.png"))
 
 
 def test_retry_from_the_page_runs_the_job_and_the_page_follows_it(browser: Any, site: Site) -> None:
@@ -177,7 +185,8 @@ def test_a_payload_holding_a_script_is_shown_as_text(browser: Any, site: Site) -
 
 
 @pytest.mark.parametrize("page", ["#/", "#/job?queue=mail&id=mail:ann", "#/jobs?queue=mail"])
-def test_at_a_phones_width_nothing_is_wider_than_the_screen(browser: Any, site: Site, page: str) -> None:
+def test_at_a_phones_width_nothing_is_wider_than_the_screen(browser: Any, site: Site, page: str,
+                                                           shots: Path) -> None:
     browser.set_window_size(390, 844)
     browser.get_log("browser")  # what earlier tests logged (a refused POST) is not this page's
     try:
@@ -190,6 +199,6 @@ def test_at_a_phones_width_nothing_is_wider_than_the_screen(browser: Any, site: 
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
         assert [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
         if page == "#/":
-            browser.save_screenshot(str(DOCS / "dashboard-phone.png"))
+            browser.save_screenshot(str(shots / "dashboard-phone.png"))
     finally:
         browser.set_window_size(1280, 1000)
