@@ -12,6 +12,7 @@ is known by its ``model_validate`` method.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
 import typing
@@ -70,20 +71,30 @@ def _dataclass(kind: type, value: Any) -> Any:
     """An instance of dataclass ``kind`` from JSON ``value``; fields that are dataclasses are made too."""
     if not isinstance(value, dict):
         raise Unfit(f"it is {type(value).__name__} JSON, not an object")
-    hints = typing.get_type_hints(kind)
-    fields = {f.name: f for f in dataclasses.fields(kind) if f.init}
-    unknown = sorted(set(value) - set(fields))
+    names, required, nested = _shape(kind)
+    unknown = sorted(set(value) - names)
     if unknown:
         raise Unfit(f"it has {', '.join(map(repr, unknown))}, which {kind.__name__} has no field for")
-    missing = sorted(name for name, f in fields.items() if name not in value
-                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    missing = sorted(required - set(value))
     if missing:
         raise Unfit(f"it lacks {', '.join(map(repr, missing))}")
     made = {}
     for name, item in value.items():
-        inner = _dataclass_of(hints.get(name))
+        inner = nested.get(name)
         made[name] = _dataclass(inner, item) if inner is not None and item is not None else item
     return kind(**made)
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(kind: type) -> tuple[frozenset[str], frozenset[str], dict[str, type]]:
+    """A dataclass's fields, once per type (not once per job): the names ``__init__`` takes, those without
+    a default, and those whose type is a dataclass (or an Optional one), with that dataclass."""
+    hints = typing.get_type_hints(kind)
+    fields = [f for f in dataclasses.fields(kind) if f.init]
+    required = frozenset(f.name for f in fields
+                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    nested = {f.name: inner for f in fields if (inner := _dataclass_of(hints.get(f.name))) is not None}
+    return frozenset(f.name for f in fields), required, nested
 
 
 def _dataclass_of(hint: Any) -> Optional[type]:
