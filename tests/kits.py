@@ -55,6 +55,15 @@ BOOKKEEPING = {
                                   AND NOT EXISTS (SELECT 1 FROM tinystore_leases l WHERE l.job = j.seq)""",
     "leases of unregistered processes": """SELECT job, owner FROM tinystore_leases
                                            WHERE owner NOT IN (SELECT id FROM tinystore_processes)""",
+    # The jobs per queue and state the store keeps for stats(), against a count of the jobs themselves.
+    "state counts off the jobs": """SELECT coalesce(c.queue, j.queue), coalesce(c.state, j.state),
+                                           c.jobs, j.jobs, c.repeating, j.repeating
+                                    FROM tinystore_state_counts c
+                                    FULL JOIN (SELECT queue, state, count(*) AS jobs, count(repeat) AS repeating
+                                               FROM tinystore_jobs GROUP BY queue, state) j
+                                      ON j.queue = c.queue AND j.state = c.state
+                                    WHERE coalesce(c.jobs, 0) != coalesce(j.jobs, 0)
+                                       OR coalesce(c.repeating, 0) != coalesce(j.repeating, 0)""",
 }
 
 
@@ -134,6 +143,31 @@ class Kit:
         running, done or failed; ``payload`` is the JSON text as stored."""
         return [JobRow(*r) for r in self._rows(
             target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
+
+    def counted_by_scan(self, target: str, now: float) -> dict[str, dict[str, Any]]:
+        """What ``store.stats()`` says of jobs at ``now``, counted from every job row: per queue with
+        jobs, its jobs per state (queued split at ``now`` into scheduled and waiting; those past their
+        keep or dedupe left out), how many repeat, and when its oldest due job was due (None: none)."""
+        p = self.placeholder
+        rows = self._rows(target, f"""
+            SELECT queue, CASE WHEN state = 'queued' AND at > {p} THEN 'scheduled'
+                               WHEN state = 'queued' THEN 'waiting' ELSE state END,
+                   at, repeat IS NOT NULL
+            FROM tinystore_jobs WHERE expires IS NULL OR expires > {p}""", (now, now))
+        out: dict[str, dict[str, Any]] = {}
+        for queue, state, at, repeats in rows:
+            entry = out.setdefault(queue, {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0,
+                                           "repeating": 0, "oldest_due": None})
+            entry[state] += 1
+            entry["repeating"] += bool(repeats)
+            if state == "waiting" and (entry["oldest_due"] is None or at < entry["oldest_due"]):
+                entry["oldest_due"] = at
+        return out
+
+    def forget_state_counts(self, target: str) -> None:
+        """Make the closed store as an earlier version left it: no jobs per state kept, its migration
+        not applied."""
+        raise NotImplementedError
 
     def steps(self, target: str) -> list[StepRow]:
         """Every kept step answer, ordered by step name; ``answer`` is its JSON text as stored, and
@@ -259,6 +293,13 @@ class SQLiteKit(Kit):
             integrity = conn.execute("PRAGMA integrity_check").fetchall()
             found = {name: conn.execute(sql).fetchall() for name, sql in BOOKKEEPING.items()}
             return {"integrity": [] if integrity == [("ok",)] else integrity, **found}
+
+    def forget_state_counts(self, target: str) -> None:
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript("""BEGIN IMMEDIATE;
+                DROP TRIGGER tinystore_jobs_counted_in; DROP TRIGGER tinystore_jobs_counted_out;
+                DROP TRIGGER tinystore_jobs_counted_moved; DROP TABLE tinystore_state_counts;
+                DELETE FROM tinystore_migrations WHERE version = 7; COMMIT;""")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         # SQLite's write lock is the file's: a connection of its own tries BEGIN IMMEDIATE (it writes nothing).
@@ -392,6 +433,15 @@ class PostgresKit(Kit):
                      for name, sql in BOOKKEEPING.items()}
             conn.rollback()
         return {"integrity": [], **found}
+
+    def forget_state_counts(self, target: str) -> None:
+        s = self.SCHEMA
+        with closing(self._connect(target, autocommit=True)) as conn, conn.transaction():
+            for trigger in ("jobs_counted_in", "jobs_counted_out", "jobs_counted_moved"):
+                conn.execute(f"DROP TRIGGER {trigger} ON {s}.jobs")
+            conn.execute(f"DROP FUNCTION {s}.jobs_counted()")
+            conn.execute(f"DROP TABLE {s}.state_counts")
+            conn.execute(f"DELETE FROM {s}.migrations WHERE version = 4")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         return True  # no one write lock for the whole store: each queue has its own, per transaction

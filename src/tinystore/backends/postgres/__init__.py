@@ -51,7 +51,8 @@ from ..._settle import gives_work
 from ..._transaction import Transaction
 from .._appconn import driver_connection, join_transaction
 from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
-                     NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
+                     NoticeListener, Recent, Settlement, Stats, Step, Watched)
+from .._counts import queue_counts
 from . import _claim, _groups, _jobs, _leases, _sql
 from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
 from ._keeper import Keeper
@@ -402,7 +403,8 @@ class PostgresBackend(PostgresReads, Backend):
     def stats(self, now: float) -> Stats:
         q = self.q
         with self._read(snapshot=True) as conn:
-            counts = [QueueCount(*row) for row in conn.all(q.stats, {"now": now})]
+            counts = queue_counts(conn.all(q.state_counts), conn.all(q.expired_counts, {"now": now}),
+                                  conn.all(q.scheduled_counts, {"now": now}), conn.all(q.first_due), now)
             recent = [Recent(*row) for row in conn.all(q.recent_counts, (int(now // 60) - 1,))]
             names = [name for name, _ in conn.all(q.queue_names)]
         return Stats(names, counts, recent)

@@ -390,16 +390,39 @@ DELETE FROM {schema}.cancelled WHERE at <= %s;
 -- Per-minute counts older than a day.
 DELETE FROM {schema}.counts WHERE minute <= %s;
 
--- name: stats
--- Jobs per queue and state, and how many of them repeat; queued jobs split by whether they are due.
-SELECT queue, st, count(*)::int, min(due), count(repeat)::int FROM (
-    SELECT queue, CASE WHEN state = 'queued' AND at > %(now)s THEN 'scheduled'
-                       WHEN state = 'queued' THEN 'waiting' ELSE state END AS st,
-           CASE WHEN state = 'queued' AND at <= %(now)s THEN at END AS due, repeat
-    FROM {schema}.jobs
-    WHERE expires IS NULL OR expires > %(now)s
-) AS j
-GROUP BY queue, st;
+-- name: state_counts
+-- Jobs per queue and state as the triggers keep them (migration 004).
+SELECT queue, state, jobs::int, repeating::int FROM {schema}.state_counts WHERE jobs > 0;
+
+-- name: expired_counts
+-- Done and failed jobs past their time that maintenance has not removed yet: kept rows, no longer
+-- counted. As many as maintenance is behind, read by the expires index.
+SELECT queue, state, count(*)::int, count(repeat)::int FROM {schema}.jobs WHERE expires <= %(now)s
+GROUP BY queue, state;
+
+-- name: scheduled_counts
+-- Per queue with queued jobs, those due after now, counted over the due indexes (a seek per queue and
+-- per group): what is scheduled, never what waits.
+SELECT queue, sum(n)::int FROM (
+    SELECT c.queue, (SELECT count(*) FROM {schema}.jobs j
+                     WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL
+                       AND j.at > %(now)s) AS n
+    FROM {schema}.state_counts c WHERE c.state = 'queued' AND c.jobs > 0
+    UNION ALL
+    SELECT g.queue, (SELECT count(*) FROM {schema}.jobs j
+                     WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
+                       AND j.at > %(now)s)
+    FROM {schema}.groups g WHERE g.head_at IS NOT NULL
+) AS d
+GROUP BY queue HAVING sum(n) > 0;
+
+-- name: first_due
+-- Per queue with queued jobs, the time of its first one: the due index's first entry, and the first
+-- of its groups' heads (each group's first queued job).
+SELECT c.queue,
+       (SELECT min(j.at) FROM {schema}.jobs j WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL),
+       (SELECT min(g.head_at) FROM {schema}.groups g WHERE g.queue = c.queue)
+FROM {schema}.state_counts c WHERE c.state = 'queued' AND c.jobs > 0;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.

@@ -27,7 +27,8 @@ from ..._settle import gives_work
 from ..._transaction import Transaction
 from .._appconn import join_transaction
 from .._base import (Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
-                     NoticeListener, QueueCount, Recent, Settlement, Stats, Step, Watched)
+                     NoticeListener, Recent, Settlement, Stats, Step, Watched)
+from .._counts import queue_counts
 from . import _appconn, _claim, _groups, _identity, _jobs, _leases
 from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
@@ -433,7 +434,10 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def stats(self, now: float) -> Stats:
         with self._read() as conn:
-            counts = [QueueCount(*row) for row in conn.execute(Q.stats, {"now": now})]
+            counts = queue_counts(conn.execute(Q.state_counts).fetchall(),
+                                  conn.execute(Q.expired_counts, {"now": now}).fetchall(),
+                                  conn.execute(Q.scheduled_counts, {"now": now}).fetchall(),
+                                  conn.execute(Q.first_due).fetchall(), now)
             recent = [Recent(*row) for row in conn.execute(Q.recent_counts, (int(now // 60) - 1,))]
             names = [name for name, _ in conn.execute(Q.queue_names)]
         return Stats(names, counts, recent)

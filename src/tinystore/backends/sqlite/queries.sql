@@ -354,14 +354,36 @@ DELETE FROM tinystore_cancelled WHERE at <= ?;
 -- Per-minute counts older than a day.
 DELETE FROM tinystore_counts WHERE minute <= ?;
 
--- name: stats
--- Jobs per queue and state, and how many of them repeat; queued jobs split by whether they are due.
-SELECT queue, CASE WHEN state = 'queued' AND at > :now THEN 'scheduled'
-                   WHEN state = 'queued' THEN 'waiting' ELSE state END AS st,
-       count(*), min(CASE WHEN state = 'queued' AND at <= :now THEN at END), count(repeat)
-FROM tinystore_jobs
-WHERE expires IS NULL OR expires > :now
-GROUP BY queue, st;
+-- name: state_counts
+-- Jobs per queue and state as the triggers keep them (migration 007).
+SELECT queue, state, jobs, repeating FROM tinystore_state_counts WHERE jobs > 0;
+
+-- name: expired_counts
+-- Done and failed jobs past their time that maintenance has not removed yet: kept rows, no longer
+-- counted. As many as maintenance is behind, read by the expires index.
+SELECT queue, state, count(*), count(repeat) FROM tinystore_jobs WHERE expires <= :now
+GROUP BY queue, state;
+
+-- name: scheduled_counts
+-- Per queue with queued jobs, those due after now, counted over the due indexes (a seek per queue and
+-- per group): what is scheduled, never what waits.
+SELECT queue, sum(n) FROM (
+    SELECT c.queue, (SELECT count(*) FROM tinystore_jobs
+                     WHERE queue = c.queue AND state = 'queued' AND grp IS NULL AND at > :now) AS n
+    FROM tinystore_state_counts c WHERE c.state = 'queued' AND c.jobs > 0
+    UNION ALL
+    SELECT g.queue, (SELECT count(*) FROM tinystore_jobs
+                     WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND at > :now)
+    FROM tinystore_groups g WHERE g.head_at IS NOT NULL
+) GROUP BY queue HAVING sum(n) > 0;
+
+-- name: first_due
+-- Per queue with queued jobs, the time of its first one: the due index's first entry, and the first
+-- of its groups' heads (each group's first queued job).
+SELECT c.queue,
+       (SELECT min(at) FROM tinystore_jobs WHERE queue = c.queue AND state = 'queued' AND grp IS NULL),
+       (SELECT min(head_at) FROM tinystore_groups WHERE queue = c.queue)
+FROM tinystore_state_counts c WHERE c.state = 'queued' AND c.jobs > 0;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.

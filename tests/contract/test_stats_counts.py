@@ -1,0 +1,157 @@
+"""``store.stats()`` reads the jobs per queue and state the store keeps, not a count of every job.
+
+Each test compares what ``stats()`` says with a count of the job rows
+themselves (``kit.counted_by_scan``, the grouped scan ``stats()`` no longer
+makes), after every kind of write a job goes through: adds (one, many, in a
+transaction committed or rolled back, an id already kept), claims, each
+settlement, cancels, retries from failed, schedules, lost leases, keep and
+dedupe running out before and after maintenance. On every backend, with a
+fake clock; the traffic test (``tests/traffic/test_counts_traffic.py``) does
+the same with processes killed mid-run.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+import tinystore
+from tinystore.testing import FakeClock
+
+WAIT = 30
+
+
+def agrees(store: tinystore.Store, kit: Any, target: str, clock: FakeClock) -> dict[str, dict[str, Any]]:
+    """Assert that stats() says what a count of every job row says; return stats()."""
+    stats = store.stats()
+    scanned = kit.counted_by_scan(target, clock.now())
+    for name, counted in scanned.items():
+        got = stats[name]
+        assert {k: got[k] for k in counted if k != "oldest_due"} == \
+            {k: v for k, v in counted.items() if k != "oldest_due"}, name
+        want_age = None if counted["oldest_due"] is None else clock.now() - counted["oldest_due"]
+        assert got["oldest_due_age"] == (pytest.approx(want_age) if want_age is not None else None), name
+    for name in set(stats) - set(scanned):
+        assert all(stats[name][k] == 0 for k in ("scheduled", "waiting", "running", "done", "failed")), name
+    assert not kit.inconsistencies(target)["state counts off the jobs"]
+    return stats
+
+
+def test_SPEC_10_stats_match_a_count_of_every_job_through_adds_runs_settlements_and_maintenance(
+        store: tinystore.Store, kit: Any, target: str, clock: FakeClock) -> None:
+    q = store.queue("mail", keep="1h", dedupe="10m", attempts=2, backoff=("1s", "1s"))
+    g = store.queue("per_user", group_concurrency=1, keep="1h")
+    outcomes = {"ok": None, "boom": "raise", "again": "retry", "later": "snooze", "stop": "fail"}
+
+    def handler(payload: Any, run: Any) -> Any:
+        what = outcomes.get(payload.get("do"))
+        if what == "raise":
+            raise RuntimeError("no answer")
+        if what == "retry":
+            return run.retry("10s")
+        if what == "snooze":
+            return run.snooze("1m")
+        if what == "fail":
+            return run.fail("not this one")
+        return payload.get("n")
+
+    q.work(handler)
+    g.work(handler)
+    agrees(store, kit, target, clock)
+
+    q.add({"do": "ok", "n": 1}, id="one")
+    q.add({"do": "ok"}, id="one")  # kept: adds nothing
+    q.add_many([{"do": name} for name in outcomes] + [tinystore.Job({"do": "ok"}, delay="1h")])
+    g.add_many([tinystore.Job({"do": "ok"}, group=f"u{n % 3}", delay=f"{n % 2}m") for n in range(9)])
+    stats = agrees(store, kit, target, clock)
+    assert (stats["mail"]["waiting"], stats["mail"]["scheduled"]) == (6, 1)
+    assert (stats["per_user"]["waiting"], stats["per_user"]["scheduled"]) == (5, 4)
+
+    with store.transaction() as tx:
+        q.add({"do": "ok"}, id="committed", tx=tx)
+    with pytest.raises(ZeroDivisionError):
+        with store.transaction() as tx:
+            q.add({"do": "ok"}, id="rolled-back", tx=tx)
+            1 / 0
+    agrees(store, kit, target, clock)
+
+    store.run_until_idle()
+    stats = agrees(store, kit, target, clock)
+    assert stats["mail"]["done"] == 3 and stats["mail"]["failed"] == 1  # one, ok and committed; stop
+
+    clock.advance("2s")  # boom's backoff and a group's next job are due
+    store.run_until_idle()
+    agrees(store, kit, target, clock)
+
+    assert q.retry(q.jobs(state="failed")[0].id)  # from the page: failed -> waiting
+    agrees(store, kit, target, clock)
+    assert q.cancel(q.jobs(state="scheduled")[0].id)
+    agrees(store, kit, target, clock)
+
+    for step in ("30s", "1m", "10m", "1h"):  # retries and snoozes come due; dedupe, then keep, run out
+        clock.advance(step)
+        store.run_until_idle()
+        agrees(store, kit, target, clock)  # expired, not yet removed: no longer counted
+        store.maintain()
+        agrees(store, kit, target, clock)
+
+
+def test_SPEC_10_stats_count_running_jobs_and_a_cancel_of_one_while_it_runs(
+        store: tinystore.Store, kit: Any, target: str, clock: FakeClock) -> None:
+    q = store.queue("slow")
+    started, release = threading.Event(), threading.Event()
+
+    def handler(payload: Any, run: Any) -> None:
+        started.set()
+        release.wait(WAIT)
+
+    q.work(handler)
+    q.add({}, id="a")
+    q.add({}, id="b")
+    worker = threading.Thread(target=store.run_until_idle)
+    worker.start()
+    try:
+        assert started.wait(WAIT)
+        stats = agrees(store, kit, target, clock)
+        assert stats["slow"]["running"] >= 1
+        assert q.cancel("a") and q.cancel("b")
+        agrees(store, kit, target, clock)
+    finally:
+        release.set()
+        worker.join(WAIT)
+    agrees(store, kit, target, clock)
+    assert store.stats()["slow"]["running"] == 0
+
+
+def test_SPEC_10_stats_count_schedules_between_and_after_their_runs(
+        store: tinystore.Store, kit: Any, target: str, clock: FakeClock) -> None:
+    store.schedule("nightly", cron="0 3 * * *", zone="UTC", payload={"n": 1})
+    store.schedule("often", every="15m")
+    store.queue("often").work(lambda payload, run: None)
+    store.queue("nightly").work(lambda payload, run: None)
+    stats = agrees(store, kit, target, clock)
+    assert stats["nightly"]["repeating"] == 1 and stats["nightly"]["scheduled"] == 1
+    store.schedule("nightly", cron="30 4 * * *", zone="UTC", payload={"n": 2})  # declared again: one job
+    for _ in range(3):
+        clock.advance("1d")
+        store.run_until_idle()
+        stats = agrees(store, kit, target, clock)
+        assert (stats["nightly"]["repeating"], stats["often"]["repeating"]) == (1, 1)
+    store.queue("often").cancel("often")
+    stats = agrees(store, kit, target, clock)
+    assert stats["often"]["repeating"] == 0
+
+
+def test_SPEC_10_a_store_opened_by_this_version_counts_the_jobs_it_already_held(
+        kit: Any, target: str, clock: FakeClock) -> None:
+    with tinystore.open(target, clock=clock) as store:
+        q = store.queue("old", dedupe="1h")
+        q.add_many([tinystore.Job({}, delay=f"{n % 3}m") for n in range(30)])
+        q.work(lambda payload, run: None)
+        store.run_until_idle()
+    kit.forget_state_counts(target)  # as a store written before the counts were kept: the migration counts
+    with tinystore.open(target, clock=clock) as store:
+        stats = agrees(store, kit, target, clock)
+        assert (stats["old"]["done"], stats["old"]["scheduled"]) == (10, 20)
