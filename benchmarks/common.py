@@ -44,6 +44,7 @@ FULL = {
     "w5_leases": [1_000, 100_000], "w5_repeats": 5,
     "w6_jobs": 10_000, "w6_steps": 3,
     "w7_waiting": [100, 100_000], "w7_one_off": 2_000, "w7_due_repeats": 1_000,
+    "w8_jobs": 1_000_000,
 }
 SMALL = {  # every workload runs, each in a second or two: proves the suite works, measures little
     "baseline_single": 100, "baseline_batched": 1_000, "baseline_paced": 5,
@@ -54,6 +55,7 @@ SMALL = {  # every workload runs, each in a second or two: proves the suite work
     "w5_leases": [1_000], "w5_repeats": 2,
     "w6_jobs": 300, "w6_steps": 3,
     "w7_waiting": [100, 10_000], "w7_one_off": 200, "w7_due_repeats": 100,
+    "w8_jobs": 10_000,
 }
 
 

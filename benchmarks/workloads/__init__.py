@@ -1,6 +1,6 @@
-"""One module per workload (W1-W7); each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
+"""One module per workload (W1-W8); each has ``run(ctx) -> list[Row]`` and a ``TITLE``."""
 
-from . import w1_add, w2_drain, w3_latency, w4_flat, w5_recovery, w6_steps, w7_repeating
+from . import w1_add, w2_drain, w3_latency, w4_flat, w5_recovery, w6_steps, w7_repeating, w8_reads
 
 ALL = {"W1": w1_add, "W2": w2_drain, "W3": w3_latency, "W4": w4_flat, "W5": w5_recovery, "W6": w6_steps,
-       "W7": w7_repeating}
+       "W7": w7_repeating, "W8": w8_reads}

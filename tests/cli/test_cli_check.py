@@ -124,9 +124,9 @@ def test_check_of_a_page_sqlite_cannot_read_exits_1_and_says_to_restore_a_backup
     assert code == 1 and report["problems"]
     assert "restore" in report["advice"] and ".recover" in report["advice"]
 
-    status = app.cli("status", app.db)  # a command that meets the damage says what to run
-    assert status.returncode == 2
-    assert f"is damaged (database disk image is malformed): run `tinystore check {app.db}`" in one_error_line(status)
+    listing = app.cli("jobs", app.db, "echo")  # a command that reads the damaged page says what to run
+    assert listing.returncode == 2
+    assert f"is damaged (database disk image is malformed): run `tinystore check {app.db}`" in one_error_line(listing)
 
 
 def test_check_refuses_bad_input_with_exit_2(app: App) -> None:

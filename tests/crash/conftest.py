@@ -122,12 +122,14 @@ class Lab:
         assert not lost, f"{len(lost)} jobs never ran to their end, e.g. {lost[:5]}"
 
     def assert_consistent(self) -> None:
-        """The store is sound (the backend's own check) and its leases agree with its jobs and processes."""
+        """The store is sound (the backend's own check), its leases agree with its jobs and processes, and
+        the jobs per queue and state it keeps for stats() with its jobs."""
         problems = self.kit.inconsistencies(self.target)
         assert problems["integrity"] == []
         assert problems["leases off their job"] == []
         assert problems["running without a lease"] == []
         assert problems["leases of unregistered processes"] == []
+        assert problems["state counts off the jobs"] == []
 
     @staticmethod
     def watch_until_ended(queue: tinystore.Queue, ids: Iterable[str], timeout: float) -> dict[str, tinystore.JobState]:

@@ -1,7 +1,7 @@
 """What the page shows, read through the store's public API and made into JSON: no web code here.
 
 Every read is bounded however many jobs the store holds: counts come from
-``stats()`` (one grouped count per queue and state) and ``minute_counts``,
+``stats()`` (the jobs per queue and state the store keeps) and ``minute_counts``,
 a page of jobs from ``queue.jobs`` (by index, after an id), a job from
 ``queue.detail``. Input from the browser is checked here, as every entry
 point checks its own: what is wrong raises ``InvalidArgument`` saying so.
