@@ -143,6 +143,10 @@ def test_SPEC_10_stats_count_schedules_between_and_after_their_runs(
     stats = agrees(store, kit, target, clock)
     assert stats["often"]["repeating"] == 0
 
+    store.queue("report").add({}, id="report", delay="1h")  # a job that runs once, named as a schedule
+    store.schedule("report", every="1d")  # the declaration makes it repeat: counted as repeating
+    assert agrees(store, kit, target, clock)["report"]["repeating"] == 1
+
 
 def test_SPEC_10_a_store_opened_by_this_version_counts_the_jobs_it_already_held(
         kit: Any, target: str, clock: FakeClock) -> None:
