@@ -56,14 +56,19 @@ BOOKKEEPING = {
     "leases of unregistered processes": """SELECT job, owner FROM tinystore_leases
                                            WHERE owner NOT IN (SELECT id FROM tinystore_processes)""",
     # The jobs per queue and state the store keeps for stats(), against a count of the jobs themselves.
-    "state counts off the jobs": """SELECT coalesce(c.queue, j.queue), coalesce(c.state, j.state),
-                                           c.jobs, j.jobs, c.repeating, j.repeating
-                                    FROM tinystore_state_counts c
-                                    FULL JOIN (SELECT queue, state, count(*) AS jobs, count(repeat) AS repeating
-                                               FROM tinystore_jobs GROUP BY queue, state) j
-                                      ON j.queue = c.queue AND j.state = c.state
-                                    WHERE coalesce(c.jobs, 0) != coalesce(j.jobs, 0)
-                                       OR coalesce(c.repeating, 0) != coalesce(j.repeating, 0)""",
+    "state counts off the jobs": """SELECT k.queue, k.queued, k.running, k.done, k.failed, k.repeating,
+                                           j.queued, j.running, j.done, j.failed, j.repeating
+                                    FROM tinystore_queue_counts k
+                                    FULL JOIN (SELECT queue, count(*) FILTER (WHERE state = 'queued') AS queued,
+                                                      count(*) FILTER (WHERE state = 'running') AS running,
+                                                      count(*) FILTER (WHERE state = 'done') AS done,
+                                                      count(*) FILTER (WHERE state = 'failed') AS failed,
+                                                      count(repeat) AS repeating
+                                               FROM tinystore_jobs GROUP BY queue) j ON j.queue = k.queue
+                                    WHERE j.queue IS NULL AND k.queued + k.running + k.done + k.failed + k.repeating != 0
+                                       OR k.queue IS NULL
+                                       OR k.queued != j.queued OR k.running != j.running OR k.done != j.done
+                                       OR k.failed != j.failed OR k.repeating != j.repeating""",
 }
 
 
@@ -298,7 +303,7 @@ class SQLiteKit(Kit):
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript("""BEGIN IMMEDIATE;
                 DROP TRIGGER tinystore_jobs_counted_in; DROP TRIGGER tinystore_jobs_counted_out;
-                DROP TRIGGER tinystore_jobs_counted_moved; DROP TABLE tinystore_state_counts;
+                DROP TRIGGER tinystore_jobs_counted_moved; DROP TABLE tinystore_queue_counts;
                 DELETE FROM tinystore_migrations WHERE version = 7; COMMIT;""")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
@@ -440,7 +445,7 @@ class PostgresKit(Kit):
             for trigger in ("jobs_counted_in", "jobs_counted_out", "jobs_counted_moved"):
                 conn.execute(f"DROP TRIGGER {trigger} ON {s}.jobs")
             conn.execute(f"DROP FUNCTION {s}.jobs_counted()")
-            conn.execute(f"DROP TABLE {s}.state_counts")
+            conn.execute(f"DROP TABLE {s}.queue_counts")
             conn.execute(f"DELETE FROM {s}.migrations WHERE version = 4")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:

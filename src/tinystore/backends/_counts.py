@@ -1,9 +1,10 @@
 """Jobs per queue and state, from what a store keeps rather than from a count of every job.
 
-Both backends keep a row per queue and stored state (queued, running, done,
-failed) with its jobs and how many of them repeat, changed by triggers on
-the jobs table as rows come, change state and leave (SQLite's migration
-007, PostgreSQL's 004), so that every writer keeps them. A read then adds:
+Both backends keep a row per queue with its jobs in each stored state
+(queued, running, done, failed) and how many of them repeat, changed by
+triggers on the jobs table as rows come, change state and leave (SQLite's
+migration 007, PostgreSQL's 004), so that every writer keeps it. A read then
+adds:
 
 - the done and failed jobs past their time that maintenance has not removed
   yet, subtracted (as many as maintenance is behind, read by the expires index);
@@ -16,38 +17,32 @@ the jobs table as rows come, change state and leave (SQLite's migration
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Iterable, Optional
 
 from ._base import QueueCount
 
+STORED = ("queued", "running", "done", "failed")  # the states of a job row
+
 
 def queue_counts(kept: Iterable[tuple], expired: Iterable[tuple], scheduled: Iterable[tuple],
                  first: Iterable[tuple], now: float) -> list[QueueCount]:
-    """``kept`` and ``expired``: (queue, state, jobs, repeating); ``scheduled``: (queue, jobs due after
-    now); ``first``: (queue, first ungrouped queued time, first group head time)."""
-    jobs: dict[tuple[str, str], int] = defaultdict(int)
-    repeating: dict[tuple[str, str], int] = defaultdict(int)
-    for queue, state, n, r in kept:
-        jobs[queue, state] += n
-        repeating[queue, state] += r
-    for queue, state, n, r in expired:
-        jobs[queue, state] -= n
-        repeating[queue, state] -= r
+    """``kept``: (queue, queued, running, done, failed, repeating); ``expired``: (queue, state, jobs,
+    repeating); ``scheduled``: (queue, jobs due after now); ``first``: (queue, first ungrouped queued
+    time, first group head time)."""
+    jobs = {queue: dict(zip(STORED + ("repeating",), counts)) for queue, *counts in kept}
+    for queue, state, n, repeating in expired:
+        if queue in jobs:
+            jobs[queue][state] -= n
+            jobs[queue]["repeating"] -= repeating
+    due_after = dict(scheduled)
     oldest: dict[str, Optional[float]] = {}
     for queue, ungrouped, grouped in first:
         times = [t for t in (ungrouped, grouped) if t is not None and t <= now]
         oldest[queue] = min(times) if times else None
-    due_after = dict(scheduled)
     counts = []
-    for (queue, state), n in sorted(jobs.items()):
-        r = repeating[queue, state]
-        if n <= 0 and r <= 0:
-            continue
-        if state != "queued":
-            counts.append(QueueCount(queue, state, n, None, r))
-            continue
-        later = due_after.get(queue, 0)  # the queue's repeating jobs are told with its scheduled ones
-        counts.append(QueueCount(queue, "scheduled", later, None, r))
-        counts.append(QueueCount(queue, "waiting", n - later, oldest.get(queue)))
+    for queue, n in sorted(jobs.items()):
+        later = due_after.get(queue, 0)
+        counts.append(QueueCount(queue, "scheduled", later, None, n["repeating"]))  # the queue's repeating jobs
+        counts.append(QueueCount(queue, "waiting", n["queued"] - later, oldest.get(queue)))
+        counts += [QueueCount(queue, state, n[state], None) for state in STORED[1:]]
     return counts

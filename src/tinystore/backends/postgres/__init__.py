@@ -403,7 +403,7 @@ class PostgresBackend(PostgresReads, Backend):
     def stats(self, now: float) -> Stats:
         q = self.q
         with self._read(snapshot=True) as conn:
-            counts = queue_counts(conn.all(q.state_counts), conn.all(q.expired_counts, {"now": now}),
+            counts = queue_counts(conn.all(q.queue_counts), conn.all(q.expired_counts, {"now": now}),
                                   conn.all(q.scheduled_counts, {"now": now}), conn.all(q.first_due), now)
             recent = [Recent(*row) for row in conn.all(q.recent_counts, (int(now // 60) - 1,))]
             names = [name for name, _ in conn.all(q.queue_names)]

@@ -390,9 +390,9 @@ DELETE FROM {schema}.cancelled WHERE at <= %s;
 -- Per-minute counts older than a day.
 DELETE FROM {schema}.counts WHERE minute <= %s;
 
--- name: state_counts
+-- name: queue_counts
 -- Jobs per queue and state as the triggers keep them (migration 004).
-SELECT queue, state, jobs::int, repeating::int FROM {schema}.state_counts WHERE jobs > 0;
+SELECT queue, queued::int, running::int, done::int, failed::int, repeating::int FROM {schema}.queue_counts;
 
 -- name: expired_counts
 -- Done and failed jobs past their time that maintenance has not removed yet: kept rows, no longer
@@ -407,7 +407,7 @@ SELECT queue, sum(n)::int FROM (
     SELECT c.queue, (SELECT count(*) FROM {schema}.jobs j
                      WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL
                        AND j.at > %(now)s) AS n
-    FROM {schema}.state_counts c WHERE c.state = 'queued' AND c.jobs > 0
+    FROM {schema}.queue_counts c WHERE c.queued > 0
     UNION ALL
     SELECT g.queue, (SELECT count(*) FROM {schema}.jobs j
                      WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
@@ -422,7 +422,7 @@ GROUP BY queue HAVING sum(n) > 0;
 SELECT c.queue,
        (SELECT min(j.at) FROM {schema}.jobs j WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL),
        (SELECT min(g.head_at) FROM {schema}.groups g WHERE g.queue = c.queue)
-FROM {schema}.state_counts c WHERE c.state = 'queued' AND c.jobs > 0;
+FROM {schema}.queue_counts c WHERE c.queued > 0;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.

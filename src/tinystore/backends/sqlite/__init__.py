@@ -434,7 +434,7 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def stats(self, now: float) -> Stats:
         with self._read() as conn:
-            counts = queue_counts(conn.execute(Q.state_counts).fetchall(),
+            counts = queue_counts(conn.execute(Q.queue_counts).fetchall(),
                                   conn.execute(Q.expired_counts, {"now": now}).fetchall(),
                                   conn.execute(Q.scheduled_counts, {"now": now}).fetchall(),
                                   conn.execute(Q.first_due).fetchall(), now)

@@ -354,9 +354,9 @@ DELETE FROM tinystore_cancelled WHERE at <= ?;
 -- Per-minute counts older than a day.
 DELETE FROM tinystore_counts WHERE minute <= ?;
 
--- name: state_counts
+-- name: queue_counts
 -- Jobs per queue and state as the triggers keep them (migration 007).
-SELECT queue, state, jobs, repeating FROM tinystore_state_counts WHERE jobs > 0;
+SELECT queue, queued, running, done, failed, repeating FROM tinystore_queue_counts;
 
 -- name: expired_counts
 -- Done and failed jobs past their time that maintenance has not removed yet: kept rows, no longer
@@ -370,7 +370,7 @@ GROUP BY queue, state;
 SELECT queue, sum(n) FROM (
     SELECT c.queue, (SELECT count(*) FROM tinystore_jobs
                      WHERE queue = c.queue AND state = 'queued' AND grp IS NULL AND at > :now) AS n
-    FROM tinystore_state_counts c WHERE c.state = 'queued' AND c.jobs > 0
+    FROM tinystore_queue_counts c WHERE c.queued > 0
     UNION ALL
     SELECT g.queue, (SELECT count(*) FROM tinystore_jobs
                      WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND at > :now)
@@ -383,7 +383,7 @@ SELECT queue, sum(n) FROM (
 SELECT c.queue,
        (SELECT min(at) FROM tinystore_jobs WHERE queue = c.queue AND state = 'queued' AND grp IS NULL),
        (SELECT min(head_at) FROM tinystore_groups WHERE queue = c.queue)
-FROM tinystore_state_counts c WHERE c.state = 'queued' AND c.jobs > 0;
+FROM tinystore_queue_counts c WHERE c.queued > 0;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.
