@@ -169,9 +169,9 @@ class Kit:
                 entry["oldest_due"] = at
         return out
 
-    def forget_state_counts(self, target: str) -> None:
-        """Make the closed store as an earlier version left it: no jobs per state kept, its migration
-        not applied."""
+    def forget_queue_counts(self, target: str) -> None:
+        """Make the closed store as an earlier version left it: no jobs per state kept, no indexes of
+        failed and grouped jobs, their migration not applied."""
         raise NotImplementedError
 
     def steps(self, target: str) -> list[StepRow]:
@@ -299,11 +299,12 @@ class SQLiteKit(Kit):
             found = {name: conn.execute(sql).fetchall() for name, sql in BOOKKEEPING.items()}
             return {"integrity": [] if integrity == [("ok",)] else integrity, **found}
 
-    def forget_state_counts(self, target: str) -> None:
+    def forget_queue_counts(self, target: str) -> None:
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript("""BEGIN IMMEDIATE;
                 DROP TRIGGER tinystore_jobs_counted_in; DROP TRIGGER tinystore_jobs_counted_out;
                 DROP TRIGGER tinystore_jobs_counted_moved; DROP TABLE tinystore_queue_counts;
+                DROP INDEX tinystore_jobs_failed; DROP INDEX tinystore_jobs_group;
                 DELETE FROM tinystore_migrations WHERE version = 7; COMMIT;""")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
@@ -439,13 +440,14 @@ class PostgresKit(Kit):
             conn.rollback()
         return {"integrity": [], **found}
 
-    def forget_state_counts(self, target: str) -> None:
+    def forget_queue_counts(self, target: str) -> None:
         s = self.SCHEMA
         with closing(self._connect(target, autocommit=True)) as conn, conn.transaction():
             for trigger in ("jobs_counted_in", "jobs_counted_out", "jobs_counted_moved"):
                 conn.execute(f"DROP TRIGGER {trigger} ON {s}.jobs")
             conn.execute(f"DROP FUNCTION {s}.jobs_counted()")
             conn.execute(f"DROP TABLE {s}.queue_counts")
+            conn.execute(f"DROP INDEX {s}.jobs_failed, {s}.jobs_group")
             conn.execute(f"DELETE FROM {s}.migrations WHERE version = 4")
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,19 @@ class Usage:
 
     started: int
     groups: list[GroupRunning]
+
+
+def page_of(state: Optional[str], grp: Optional[str]) -> str:
+    """The statement (in each backend's queries.sql) that pages a queue's jobs in id order with these
+    filters: failed jobs by their own index, running ones from their leases, a group's jobs by the index
+    of grouped jobs; else a walk of the queue's ids, which finds a page as fast as the state is common."""
+    if state == "failed":
+        return "jobs_page_failed"
+    if state == "running":
+        return "jobs_page_running"
+    if grp is not None:
+        return "jobs_page_group"
+    return "jobs_page"
 
 
 class Reads(ABC):

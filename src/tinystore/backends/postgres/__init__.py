@@ -53,6 +53,7 @@ from .._appconn import driver_connection, join_transaction
 from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
                      NoticeListener, Recent, Settlement, Stats, Step, Watched)
 from .._counts import queue_counts
+from .._reads import page_of
 from . import _claim, _groups, _jobs, _leases, _sql
 from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
 from ._keeper import Keeper
@@ -360,8 +361,9 @@ class PostgresBackend(PostgresReads, Backend):
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
         with self._read(queue=queue) as conn:
-            rows = conn.all(self.q.jobs_page, {"queue": queue, "after": after or "", "grp": grp, "now": now,
-                                               "state": state, "limit": limit})
+            rows = conn.all(getattr(self.q, page_of(state, grp)),
+                            {"queue": queue, "after": after or "", "grp": grp, "now": now, "state": state,
+                             "limit": limit})
         return [JobRow(*r) for r in rows]
 
     def detail(self, seq: int) -> JobDetail:

@@ -430,11 +430,43 @@ SELECT queue, sum(started)::int, sum(done)::int, sum(failed)::int FROM {schema}.
 WHERE minute >= %s GROUP BY queue;
 
 -- name: jobs_page
--- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
+-- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile),
+-- walking the queue's ids: as fast as the state asked for is common (_reads.page_of picks the
+-- statements below where an index holds only the jobs asked for).
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND id > %(after)s
   AND (%(grp)s::text IS NULL OR grp = %(grp)s::text)
+  AND (expires IS NULL OR expires > %(now)s)
+  AND (%(state)s::text IS NULL
+       OR (%(state)s::text = 'scheduled' AND state = 'queued' AND at > %(now)s)
+       OR (%(state)s::text = 'waiting' AND state = 'queued' AND at <= %(now)s)
+       OR (state = %(state)s::text AND %(state)s::text NOT IN ('scheduled', 'waiting')))
+ORDER BY id LIMIT %(limit)s;
+
+-- name: jobs_page_failed
+-- A page of a queue's failed jobs, by the index of failed jobs.
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+FROM {schema}.jobs
+WHERE queue = %(queue)s AND state = 'failed' AND id > %(after)s
+  AND (%(grp)s::text IS NULL OR grp = %(grp)s::text)
+  AND (expires IS NULL OR expires > %(now)s)
+ORDER BY id LIMIT %(limit)s;
+
+-- name: jobs_page_running
+-- A page of a queue's running jobs, from their leases (as many as run, however many are kept).
+SELECT j.seq, j.queue, j.id, j.payload, j.grp, j.state, j.at, j.attempt, j.error, j.progress, j.expires, j.result,
+       j.repeat
+FROM {schema}.leases l JOIN {schema}.jobs j ON j.seq = l.job
+WHERE l.queue = %(queue)s AND j.state = 'running' AND j.id > %(after)s
+  AND (%(grp)s::text IS NULL OR j.grp = %(grp)s::text)
+ORDER BY j.id LIMIT %(limit)s;
+
+-- name: jobs_page_group
+-- A page of one group's jobs, by the index of grouped jobs.
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+FROM {schema}.jobs
+WHERE queue = %(queue)s AND grp = %(grp)s::text AND id > %(after)s
   AND (expires IS NULL OR expires > %(now)s)
   AND (%(state)s::text IS NULL
        OR (%(state)s::text = 'scheduled' AND state = 'queued' AND at > %(now)s)

@@ -29,6 +29,7 @@ from .._appconn import join_transaction
 from .._base import (Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
                      NoticeListener, Recent, Settlement, Stats, Step, Watched)
 from .._counts import queue_counts
+from .._reads import page_of
 from . import _appconn, _claim, _groups, _identity, _jobs, _leases
 from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
@@ -428,8 +429,9 @@ class SQLiteBackend(SQLiteReads, Backend):
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
         with self._about(queue), self._read() as conn:
-            rows = conn.execute(Q.jobs_page, {"queue": queue, "after": after or "", "grp": grp, "now": now,
-                                              "state": state, "limit": limit}).fetchall()
+            rows = conn.execute(getattr(Q, page_of(state, grp)),
+                                {"queue": queue, "after": after or "", "grp": grp, "now": now, "state": state,
+                                 "limit": limit}).fetchall()
         return [JobRow(*r) for r in rows]
 
     def stats(self, now: float) -> Stats:

@@ -1,7 +1,8 @@
--- 007: jobs per queue and state, kept as rows come, change state and leave, so that stats() and an
--- operator's page read a row per queue instead of counting every job kept. Triggers keep them, so that
--- every writer of the file does (an application's own connection, a process of an earlier version);
--- each is one statement on the queue's row. Queued jobs are split into scheduled and waiting when read
+-- 007: what an operator reads, without a scan of every job.
+-- Jobs per queue and state, kept as rows come, change state and leave, so that stats() and an operator's
+-- page read a row per queue instead of counting every job kept. Triggers keep them, so that every writer
+-- of the file does (an application's own connection, a process of an earlier version); each is one
+-- statement on the queue's row. Queued jobs are split into scheduled and waiting when read
 -- (backends/_counts.py).
 CREATE TABLE tinystore_queue_counts (
     queue     TEXT PRIMARY KEY,
@@ -44,6 +45,12 @@ BEGIN
         repeating = repeating - (OLD.repeat IS NOT NULL)
     WHERE queue = OLD.queue;
 END;
+
+-- A queue's failed jobs, and a group's jobs, in id order: a page filtered by either reads only those
+-- (queue.jobs). Few jobs fail, and a job's group never changes, so neither index costs the claim or
+-- the settlement of most jobs anything.
+CREATE INDEX tinystore_jobs_failed ON tinystore_jobs (queue, id) WHERE state = 'failed';
+CREATE INDEX tinystore_jobs_group ON tinystore_jobs (queue, grp, id) WHERE grp IS NOT NULL;
 
 -- The jobs kept when this file took the triggers (one scan, once).
 INSERT INTO tinystore_queue_counts (queue, queued, running, done, failed, repeating)

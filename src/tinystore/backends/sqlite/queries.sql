@@ -391,12 +391,46 @@ SELECT queue, sum(started), sum(done), sum(failed) FROM tinystore_counts
 WHERE minute >= ? GROUP BY queue;
 
 -- name: jobs_page
--- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile).
+-- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile),
+-- walking the queue's ids: as fast as the state asked for is common (_reads.page_of picks the
+-- statements below where an index holds only the jobs asked for).
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
        CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs
 WHERE queue = :queue AND id > :after
   AND (:grp IS NULL OR grp = :grp)
+  AND (expires IS NULL OR expires > :now)
+  AND (:state IS NULL
+       OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
+       OR (:state = 'waiting' AND state = 'queued' AND at <= :now)
+       OR (state = :state AND :state NOT IN ('scheduled', 'waiting')))
+ORDER BY id LIMIT :limit;
+
+-- name: jobs_page_failed
+-- A page of a queue's failed jobs, by the index of failed jobs.
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+FROM tinystore_jobs INDEXED BY tinystore_jobs_failed
+WHERE queue = :queue AND state = 'failed' AND id > :after
+  AND (:grp IS NULL OR grp = :grp)
+  AND (expires IS NULL OR expires > :now)
+ORDER BY id LIMIT :limit;
+
+-- name: jobs_page_running
+-- A page of a queue's running jobs, from their leases (as many as run, however many are kept).
+SELECT j.seq, j.queue, j.id, CAST(j.payload AS BLOB), j.grp, j.state, j.at, j.attempt, CAST(j.error AS BLOB),
+       CAST(j.progress AS BLOB), j.expires, CAST(j.result AS BLOB), j.repeat
+FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.queue = :queue AND j.state = 'running' AND j.id > :after
+  AND (:grp IS NULL OR j.grp = :grp)
+ORDER BY j.id LIMIT :limit;
+
+-- name: jobs_page_group
+-- A page of one group's jobs, by the index of grouped jobs.
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+FROM tinystore_jobs INDEXED BY tinystore_jobs_group
+WHERE queue = :queue AND grp = :grp AND id > :after
   AND (expires IS NULL OR expires > :now)
   AND (:state IS NULL
        OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
