@@ -320,8 +320,16 @@ def build_runs(records: list[dict], procs: dict[int, Proc], end_of_soak: float) 
 # The checks
 
 
+def kept_counts(store_path: str) -> dict[str, dict]:
+    """``store.stats()`` once the workers stopped: the jobs per queue and state the store keeps."""
+    import tinystore
+    with tinystore.open(store_path) as store:
+        return store.stats()
+
+
 def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
-          queues: Optional[dict] = None, bounds: Bounds = Bounds(), bad_lines: int = 0) -> Result:
+          queues: Optional[dict] = None, bounds: Bounds = Bounds(), bad_lines: int = 0,
+          stats: Optional[dict[str, dict]] = None) -> Result:
     queues = queues or QUEUES
     procs = build_procs(events, records)
     times = [e["t"] for e in events] + [r["t"] for r in records]
@@ -368,8 +376,18 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
                         "one live attempt per job)"),
            Invariant(4, "no kept step ran twice"),
            Invariant(5, "no attempt failed by a timeout it did not reach, and none ran past it"),
-           Invariant(6, "process counts add up: SIGTERM exits 0, SIGKILL dies by 9, nobody dies alone")]
-    i1, i2, i3, i4, i5, i6 = inv
+           Invariant(6, "process counts add up: SIGTERM exits 0, SIGKILL dies by 9, nobody dies alone"),
+           Invariant(7, "stats() counts the jobs the store lists, per queue and state")]
+    i1, i2, i3, i4, i5, i6, i7 = inv
+    if stats is not None:
+        for name in queues:
+            listed = Counter("queued" if f["state"] in ("scheduled", "waiting") else f["state"]
+                             for f in finals.values() if f["queue"] == name)
+            got = stats.get(name, {})
+            counted = {"queued": got.get("scheduled", 0) + got.get("waiting", 0),
+                       **{k: got.get(k, 0) for k in ("running", "done", "failed")}}
+            if counted != {k: listed.get(k, 0) for k in counted}:
+                i7.add(f"{name}: stats() says {counted}, the jobs listed are {dict(listed)}")
     notes: list[str] = list(anomalies)
     if bad_lines:
         notes.append(f"{bad_lines} witness line(s) did not parse")

@@ -143,6 +143,25 @@ def test_a_healthy_soak_holds():
     assert_holds(healthy())
 
 
+def counted(s: Soak) -> dict[str, dict]:
+    """What stats() says when it counts what the finals list."""
+    stats: dict[str, dict] = {}
+    for f in s.finals.values():
+        entry = stats.setdefault(f["queue"], {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0})
+        entry[f["state"]] += 1
+    return stats
+
+
+def test_stats_that_count_what_the_store_lists_hold_and_stats_that_miss_a_job_are_caught():
+    s = healthy()
+    assert s.check(stats=counted(s)).ok
+    off = counted(s)
+    off["aio"]["done"] -= 1
+    result = s.check(stats=off)
+    assert failing(result) == {7}
+    assert "aio" in result.invariants[6].violations[0]
+
+
 def test_a_lost_job_is_caught():
     s = healthy()
     s.job("lost", "aio", state=None)
