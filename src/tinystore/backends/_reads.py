@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclass(frozen=True)
@@ -37,17 +37,22 @@ class Usage:
     groups: list[GroupRunning]
 
 
-def page_of(state: Optional[str], grp: Optional[str]) -> str:
+def page_of(state: Optional[str], grp: Optional[str]) -> tuple[str, dict[str, Any]]:
     """The statement (in each backend's queries.sql) that pages a queue's jobs in id order with these
-    filters: failed jobs by their own index, running ones from their leases, a group's jobs by the index
-    of grouped jobs; else a walk of the queue's ids, which finds a page as fast as the state is common."""
+    filters, and the parameters of its state filter: failed jobs by their own index, running ones from
+    their leases, a group's jobs by the index of grouped jobs; else a walk of the queue's ids, which
+    finds a page as fast as the state asked for is common. A scheduled or waiting job is stored queued,
+    due after now or not (``due``)."""
+    stored, due = {"scheduled": ("queued", False), "waiting": ("queued", True)}.get(state, (state, None))
     if state == "failed":
-        return "jobs_page_failed"
-    if state == "running":
-        return "jobs_page_running"
-    if grp is not None:
-        return "jobs_page_group"
-    return "jobs_page"
+        name = "jobs_page_failed"
+    elif state == "running":
+        name = "jobs_page_running"
+    elif grp is not None:
+        name = "jobs_page_group"
+    else:
+        name = "jobs_page"
+    return name, {"stored": stored, "due": due}
 
 
 class Reads(ABC):

@@ -360,10 +360,10 @@ class PostgresBackend(PostgresReads, Backend):
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
+        name, filters = page_of(state, grp)
         with self._read(queue=queue) as conn:
-            rows = conn.all(getattr(self.q, page_of(state, grp)),
-                            {"queue": queue, "after": after or "", "grp": grp, "now": now, "state": state,
-                             "limit": limit})
+            rows = conn.all(getattr(self.q, name), {"queue": queue, "after": after or "", "grp": grp, "now": now,
+                                                    "limit": limit, **filters})
         return [JobRow(*r) for r in rows]
 
     def detail(self, seq: int) -> JobDetail:

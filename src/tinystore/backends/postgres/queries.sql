@@ -436,12 +436,9 @@ WHERE minute >= %s GROUP BY queue;
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND id > %(after)s
-  AND (%(grp)s::text IS NULL OR grp = %(grp)s::text)
   AND (expires IS NULL OR expires > %(now)s)
-  AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'scheduled' AND state = 'queued' AND at > %(now)s)
-       OR (%(state)s::text = 'waiting' AND state = 'queued' AND at <= %(now)s)
-       OR (state = %(state)s::text AND %(state)s::text NOT IN ('scheduled', 'waiting')))
+  AND (%(stored)s::text IS NULL OR state = %(stored)s::text)
+  AND (%(due)s::boolean IS NULL OR (at <= %(now)s) = %(due)s::boolean)
 ORDER BY id LIMIT %(limit)s;
 
 -- name: jobs_page_failed
@@ -468,10 +465,8 @@ SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expire
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND grp = %(grp)s::text AND id > %(after)s
   AND (expires IS NULL OR expires > %(now)s)
-  AND (%(state)s::text IS NULL
-       OR (%(state)s::text = 'scheduled' AND state = 'queued' AND at > %(now)s)
-       OR (%(state)s::text = 'waiting' AND state = 'queued' AND at <= %(now)s)
-       OR (state = %(state)s::text AND %(state)s::text NOT IN ('scheduled', 'waiting')))
+  AND (%(stored)s::text IS NULL OR state = %(stored)s::text)
+  AND (%(due)s::boolean IS NULL OR (at <= %(now)s) = %(due)s::boolean)
 ORDER BY id LIMIT %(limit)s;
 
 -- name: group_running

@@ -428,10 +428,10 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
+        name, filters = page_of(state, grp)
         with self._about(queue), self._read() as conn:
-            rows = conn.execute(getattr(Q, page_of(state, grp)),
-                                {"queue": queue, "after": after or "", "grp": grp, "now": now, "state": state,
-                                 "limit": limit}).fetchall()
+            rows = conn.execute(getattr(Q, name), {"queue": queue, "after": after or "", "grp": grp, "now": now,
+                                                   "limit": limit, **filters}).fetchall()
         return [JobRow(*r) for r in rows]
 
     def stats(self, now: float) -> Stats:

@@ -398,12 +398,8 @@ SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(erro
        CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs
 WHERE queue = :queue AND id > :after
-  AND (:grp IS NULL OR grp = :grp)
   AND (expires IS NULL OR expires > :now)
-  AND (:state IS NULL
-       OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
-       OR (:state = 'waiting' AND state = 'queued' AND at <= :now)
-       OR (state = :state AND :state NOT IN ('scheduled', 'waiting')))
+  AND (:stored IS NULL OR state = :stored) AND (:due IS NULL OR (at <= :now) = :due)
 ORDER BY id LIMIT :limit;
 
 -- name: jobs_page_failed
@@ -432,10 +428,7 @@ SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(erro
 FROM tinystore_jobs INDEXED BY tinystore_jobs_group
 WHERE queue = :queue AND grp = :grp AND id > :after
   AND (expires IS NULL OR expires > :now)
-  AND (:state IS NULL
-       OR (:state = 'scheduled' AND state = 'queued' AND at > :now)
-       OR (:state = 'waiting' AND state = 'queued' AND at <= :now)
-       OR (state = :state AND :state NOT IN ('scheduled', 'waiting')))
+  AND (:stored IS NULL OR state = :stored) AND (:due IS NULL OR (at <= :now) = :due)
 ORDER BY id LIMIT :limit;
 
 -- name: group_running
