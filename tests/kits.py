@@ -169,6 +169,16 @@ class Kit:
                 entry["oldest_due"] = at
         return out
 
+    def listed_by_scan(self, target: str, queue: str, now: float) -> list[tuple[str, str, Optional[str]]]:
+        """(id, state, group) of each job of ``queue`` kept at ``now``, in id order, read from every job row:
+        the state as JobState says it (queued split at ``now``), those past their keep or dedupe left out."""
+        p = self.placeholder
+        return self._rows(target, f"""
+            SELECT id, CASE WHEN state = 'queued' AND at > {p} THEN 'scheduled'
+                            WHEN state = 'queued' THEN 'waiting' ELSE state END, grp
+            FROM tinystore_jobs WHERE queue = {p} AND (expires IS NULL OR expires > {p}) ORDER BY id""",
+                          (now, queue, now))
+
     def forget_queue_counts(self, target: str) -> None:
         """Make the closed store as an earlier version left it: no jobs per state kept, no indexes of
         failed and grouped jobs, their migration not applied."""
@@ -415,9 +425,18 @@ class PostgresKit(Kit):
 
     # Raw looks
 
+    def _pg(self, sql: str) -> str:
+        """SQLite's names of tinystore's tables as this schema's; a queue's kept counts are its row and the
+        changes appended since its last fold."""
+        kept = (f"(SELECT queue, sum(queued) AS queued, sum(running) AS running, sum(done) AS done,"
+                f" sum(failed) AS failed, sum(repeating) AS repeating FROM"
+                f" (SELECT * FROM {self.SCHEMA}.queue_counts UNION ALL SELECT * FROM {self.SCHEMA}.count_changes) c"
+                f" GROUP BY queue)")
+        return sql.replace("tinystore_queue_counts", kept).replace("tinystore_", self.SCHEMA + ".")
+
     def _rows(self, target: str, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
         with closing(self._connect(target)) as conn:  # one transaction: one moment of the store
-            rows = conn.execute(sql.replace("tinystore_", self.SCHEMA + "."), params).fetchall()
+            rows = conn.execute(self._pg(sql), params).fetchall()
             conn.rollback()
             return rows
 
@@ -435,8 +454,7 @@ class PostgresKit(Kit):
         # PostgreSQL checks its pages itself as it reads them; no integrity check of the file to run here.
         with closing(self._connect(target)) as conn:  # one transaction: one moment of the store
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            found = {name: conn.execute(sql.replace("tinystore_", self.SCHEMA + ".")).fetchall()
-                     for name, sql in BOOKKEEPING.items()}
+            found = {name: conn.execute(self._pg(sql)).fetchall() for name, sql in BOOKKEEPING.items()}
             conn.rollback()
         return {"integrity": [], **found}
 
@@ -446,7 +464,7 @@ class PostgresKit(Kit):
             for trigger in ("jobs_counted_in", "jobs_counted_out", "jobs_counted_moved"):
                 conn.execute(f"DROP TRIGGER {trigger} ON {s}.jobs")
             conn.execute(f"DROP FUNCTION {s}.jobs_counted()")
-            conn.execute(f"DROP TABLE {s}.queue_counts")
+            conn.execute(f"DROP TABLE {s}.queue_counts, {s}.count_changes")
             conn.execute(f"DROP INDEX {s}.jobs_failed, {s}.jobs_group")
             conn.execute(f"DELETE FROM {s}.migrations WHERE version = 4")
 

@@ -82,6 +82,7 @@ def test_SPEC_10_kept_counts_agree_with_the_jobs_after_every_batch_of_traffic_wi
 
     stats, counted = store.stats()["mix"], lab.kit.counted_by_scan(lab.target, store.clock.now())["mix"]
     assert {k: stats[k] for k in counted if k != "oldest_due"} == {k: v for k, v in counted.items() if k != "oldest_due"}
+    assert stats["oldest_due_age"] is None and counted["oldest_due"] is None  # nothing left due
     assert stats["done"] + stats["failed"] == len(live)
     assert stats["failed"] >= 1 and stats["done"] >= 1
     starts = collections.Counter((r.id, r.attempt) for r in lab.runs("start"))

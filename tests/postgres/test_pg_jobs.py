@@ -258,3 +258,23 @@ def test_an_add_in_the_applications_transaction_holds_its_queue_until_it_ends(pg
         app.commit()
     assert q.add({"x": 2}, id="waits").added
     assert [j.id for j in q.jobs()] == ["in-tx", "waits"]
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_conn_in_a_repeatable_read_or_serializable_transaction_adds_while_workers_run_the_queue(pg, level):
+    # Workers' claims and settlements commit while the application's transaction holds an older snapshot:
+    # its add must conflict with none of them (the jobs per state are appended, never updated in place).
+    import psycopg
+    store = pg.open()
+    q = store.queue("busy")
+    q.work(lambda payload, run: None)
+    q.add_many([{"n": n} for n in range(20)])
+    with psycopg.connect(pg.url) as app:
+        app.execute(f"SET TRANSACTION ISOLATION LEVEL {level}")
+        app.execute("SELECT 1")  # the snapshot is taken here
+        store.run_until_idle()  # 20 claims and settlements commit, and the queue's counts are folded
+        q.add({"n": "mine"}, id="mine", conn=app)
+        app.commit()
+    stats = store.stats()["busy"]
+    assert (stats["waiting"], stats["done"]) == (1, 0)  # done jobs are not kept (dedupe 0)
+    assert q.get("mine").state == "waiting"

@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import tinystore  # noqa: E402
-from soak_check import check, final_states, kept_counts, read_jsonl, witness_files  # noqa: E402
+from soak_check import check, final_reads, read_jsonl, witness_files  # noqa: E402
 from soak_plan import GRACE, LEASE, QUEUES, options  # noqa: E402
 
 CHILD = os.path.join(HERE, "soak_child.py")
@@ -256,11 +256,11 @@ class Supervisor:
             self.term(c, final=True, wait=False)
         self.wait_exits(workers)
         self.reap()
-        finals = final_states(self.store_path, QUEUES)
+        finals, stats = final_reads(self.store_path, QUEUES)
         self.flog.flush()
         events, _ = read_jsonl([os.path.join(self.folder, "faults.jsonl")])
         records, bad = read_jsonl(witness_files(self.wdir))
-        result = check(records, events, finals, bad_lines=bad, stats=kept_counts(self.store_path))
+        result = check(records, events, finals, bad_lines=bad, stats=stats)
         if not drained:
             result.notes.append(f"the drain did not finish within {args.drain_timeout:g}s")
         head = (f"tinystore soak: {args.minutes:g} min, seed {args.seed}, {args.workers} workers, "

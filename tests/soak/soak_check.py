@@ -189,11 +189,15 @@ def witness_files(folder: str) -> list[str]:
     return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".jsonl"))
 
 
-def final_states(store_path: str, names: Iterable[str]) -> dict[str, dict]:
-    """Every job the store keeps in these queues, as the checker reads them."""
+def final_reads(store_path: str, names: Iterable[str]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Every job the store keeps in these queues, as the checker reads them, and ``store.stats()``; both
+    at one frozen moment of the store's clock, so that no job comes due or expires between them."""
+    import time
+
     import tinystore
+    from tinystore.testing import FakeClock
     finals: dict[str, dict] = {}
-    with tinystore.open(store_path) as store:
+    with tinystore.open(store_path, clock=FakeClock(time.time())) as store:
         for name in names:
             q = store.queue(name)
             after = None
@@ -205,15 +209,16 @@ def final_states(store_path: str, names: Iterable[str]) -> dict[str, dict]:
                 if len(page) < 5000:
                     break
                 after = page[-1].id
-    return finals
+        stats = store.stats()
+    return finals, stats
 
 
 def check_folder(folder: str, **kwargs: Any) -> "Result":
     """Check a run's folder again (``run.py --dir``, or one kept after a failure)."""
     events, _ = read_jsonl([os.path.join(folder, "faults.jsonl")])
     records, bad = read_jsonl(witness_files(os.path.join(folder, "witness")))
-    finals = final_states(os.path.join(folder, "store.db"), QUEUES)
-    return check(records, events, finals, bad_lines=bad, **kwargs)
+    finals, stats = final_reads(os.path.join(folder, "store.db"), QUEUES)
+    return check(records, events, finals, bad_lines=bad, stats=stats, **kwargs)
 
 
 # Building runs and processes
@@ -320,16 +325,11 @@ def build_runs(records: list[dict], procs: dict[int, Proc], end_of_soak: float) 
 # The checks
 
 
-def kept_counts(store_path: str) -> dict[str, dict]:
-    """``store.stats()`` once the workers stopped: the jobs per queue and state the store keeps."""
-    import tinystore
-    with tinystore.open(store_path) as store:
-        return store.stats()
-
-
 def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
           queues: Optional[dict] = None, bounds: Bounds = Bounds(), bad_lines: int = 0,
           stats: Optional[dict[str, dict]] = None) -> Result:
+    """The invariants over the witness, the faults' log and the jobs kept (``finals``); the seventh where
+    ``stats``, read with ``finals`` (``final_reads``), is given."""
     queues = queues or QUEUES
     procs = build_procs(events, records)
     times = [e["t"] for e in events] + [r["t"] for r in records]

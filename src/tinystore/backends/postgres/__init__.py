@@ -110,9 +110,13 @@ class PostgresBackend(PostgresReads, Backend):
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         """Numbered migrations, each applied once, under a transaction-level advisory lock of the schema
-        so that processes opening it at once do not race (CREATE SCHEMA IF NOT EXISTS alone may)."""
+        so that processes opening it at once do not race (CREATE SCHEMA IF NOT EXISTS alone may).
+
+        READ COMMITTED whatever the database's default: a migration that counts the jobs kept (004) must
+        see those committed while it waited for its locks, not a snapshot taken before."""
         q = self.q
         with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             conn.execute(q.migrate_lock, (q.live_key,))
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q.quoted}")
             conn.execute(q.migrations_table)
@@ -432,11 +436,15 @@ class PostgresBackend(PostgresReads, Backend):
         if not queues and progress is not None:
             progress(0)
 
+        names = self.queue_names()
+
         def prune(conn: PgConn) -> None:
             conn.execute(q.cancelled_prune, (now - 3600,))
             conn.execute(q.changes_prune)
             conn.execute(q.counts_prune, (int(now // 60) - 1440,))
-        self.submit(prune, queues=self.queue_names()).result()  # counts are written under their queues' locks
+            for name in names:  # a queue no worker claims from: its jobs per state folded here
+                conn.execute(q.counts_fold, {"queue": name})
+        self.submit(prune, queues=names).result()  # counts are written under their queues' locks
         return removed
 
     # Watching (JOB-13)
@@ -481,6 +489,7 @@ class PostgresBackend(PostgresReads, Backend):
             # The clock is read once the queue's lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             t = now() if callable(now) else now
+            conn.execute(self.q.counts_fold, {"queue": queue})  # the queue's counts kept (migration 004)
             opts = self._options_in(queue, conn)  # as kept: another process may have changed them
             stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
             expired = _leases.end_expired(conn, queue, opts, t)

@@ -1,8 +1,9 @@
 -- 004: what an operator reads, without a scan of every job, as SQLite's 007.
--- Jobs per queue and state, kept as rows come, change state and leave. Every statement that writes a
--- queue's jobs runs under that queue's advisory lock (see _writer), so a queue's row is written by one
--- transaction at a time already. The triggers are per statement, over the rows it wrote (transition
--- tables): a claim or an add_many of many jobs writes each queue's row once, not once a job.
+-- Jobs per queue and state, kept as rows come, change state and leave. A trigger never updates a shared
+-- row: each statement that writes jobs appends what it changed per queue to count_changes, so that an
+-- application's transaction that adds jobs (conn=, tx=), at whatever isolation level, conflicts with
+-- nobody. The claim cycle of a queue (which holds the queue's lock) and maintenance fold a queue's
+-- changes into its queue_counts row; stats() reads the row and the changes not folded yet.
 CREATE TABLE {schema}.queue_counts (
     queue     text COLLATE "C" PRIMARY KEY,
     queued    bigint NOT NULL,
@@ -12,40 +13,41 @@ CREATE TABLE {schema}.queue_counts (
     repeating bigint NOT NULL  -- of all these, how many repeat
 );
 
--- What one statement changed, per queue: the rows it added, removed, or moved from one state to another.
--- (A statement writing several queues holds all their locks already, taken in order.)
+CREATE TABLE {schema}.count_changes (
+    queue     text COLLATE "C" NOT NULL,
+    queued    bigint NOT NULL,
+    running   bigint NOT NULL,
+    done      bigint NOT NULL,
+    failed    bigint NOT NULL,
+    repeating bigint NOT NULL
+);
+CREATE INDEX count_changes_queue ON {schema}.count_changes (queue);
+
+-- What one statement changed, per queue: the rows it added (+1 each), removed (-1 each), or moved from
+-- one state to another (-1 before, +1 after), over the statement's transition tables.
 CREATE FUNCTION {schema}.jobs_counted() RETURNS trigger LANGUAGE plpgsql AS $body$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO {schema}.queue_counts AS c (queue, queued, running, done, failed, repeating)
+        INSERT INTO {schema}.count_changes (queue, queued, running, done, failed, repeating)
         SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'),
                count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'), count(repeat)
-        FROM after_rows GROUP BY queue ORDER BY queue
-        ON CONFLICT (queue) DO UPDATE
-        SET queued = c.queued + excluded.queued, running = c.running + excluded.running,
-            done = c.done + excluded.done, failed = c.failed + excluded.failed,
-            repeating = c.repeating + excluded.repeating;
+        FROM after_rows GROUP BY queue;
     ELSIF TG_OP = 'DELETE' THEN
-        UPDATE {schema}.queue_counts AS c
-        SET queued = c.queued - d.queued, running = c.running - d.running, done = c.done - d.done,
-            failed = c.failed - d.failed, repeating = c.repeating - d.repeating
-        FROM (SELECT queue, count(*) FILTER (WHERE state = 'queued') AS queued,
-                     count(*) FILTER (WHERE state = 'running') AS running,
-                     count(*) FILTER (WHERE state = 'done') AS done,
-                     count(*) FILTER (WHERE state = 'failed') AS failed, count(repeat) AS repeating
-              FROM before_rows GROUP BY queue) AS d
-        WHERE c.queue = d.queue;
-    ELSE  -- UPDATE: each row once before (-1) and once after (+1); a progress or a step changes nothing
-        UPDATE {schema}.queue_counts AS c
-        SET queued = c.queued + d.queued, running = c.running + d.running, done = c.done + d.done,
-            failed = c.failed + d.failed, repeating = c.repeating + d.repeating
-        FROM (SELECT queue, sum(n * (state = 'queued')::int) AS queued, sum(n * (state = 'running')::int) AS running,
-                     sum(n * (state = 'done')::int) AS done, sum(n * (state = 'failed')::int) AS failed,
-                     sum(n * (repeat IS NOT NULL)::int) AS repeating
-              FROM (SELECT queue, state, repeat, 1 AS n FROM after_rows
-                    UNION ALL SELECT queue, state, repeat, -1 FROM before_rows) AS rows
-              GROUP BY queue) AS d
-        WHERE c.queue = d.queue AND (d.queued, d.running, d.done, d.failed, d.repeating) <> (0, 0, 0, 0, 0);
+        INSERT INTO {schema}.count_changes (queue, queued, running, done, failed, repeating)
+        SELECT queue, -count(*) FILTER (WHERE state = 'queued'), -count(*) FILTER (WHERE state = 'running'),
+               -count(*) FILTER (WHERE state = 'done'), -count(*) FILTER (WHERE state = 'failed'), -count(repeat)
+        FROM before_rows GROUP BY queue;
+    ELSE  -- a progress or a step changes no state: nothing is appended
+        INSERT INTO {schema}.count_changes (queue, queued, running, done, failed, repeating)
+        SELECT * FROM (
+            SELECT queue, sum(n * (state = 'queued')::int) AS queued, sum(n * (state = 'running')::int) AS running,
+                   sum(n * (state = 'done')::int) AS done, sum(n * (state = 'failed')::int) AS failed,
+                   sum(n * (repeat IS NOT NULL)::int) AS repeating
+            FROM (SELECT queue, state, repeat, 1 AS n FROM after_rows
+                  UNION ALL SELECT queue, state, repeat, -1 FROM before_rows) AS rows
+            GROUP BY queue
+        ) AS d
+        WHERE (d.queued, d.running, d.done, d.failed, d.repeating) <> (0, 0, 0, 0, 0);
     END IF;
     RETURN NULL;
 END

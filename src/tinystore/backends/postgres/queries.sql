@@ -391,8 +391,24 @@ DELETE FROM {schema}.cancelled WHERE at <= %s;
 DELETE FROM {schema}.counts WHERE minute <= %s;
 
 -- name: queue_counts
--- Jobs per queue and state as the triggers keep them (migration 004).
-SELECT queue, queued::int, running::int, done::int, failed::int, repeating::int FROM {schema}.queue_counts;
+-- Jobs per queue and state as the triggers keep them (migration 004): each queue's row, and the changes
+-- appended since its last fold.
+SELECT queue, sum(queued)::int, sum(running)::int, sum(done)::int, sum(failed)::int, sum(repeating)::int
+FROM (SELECT queue, queued, running, done, failed, repeating FROM {schema}.queue_counts
+      UNION ALL
+      SELECT queue, queued, running, done, failed, repeating FROM {schema}.count_changes) AS kept
+GROUP BY queue;
+
+-- name: counts_fold
+-- A queue's changes appended since its last fold, added to its row (the caller holds the queue's lock).
+WITH folded AS (DELETE FROM {schema}.count_changes WHERE queue = %(queue)s
+                RETURNING queued, running, done, failed, repeating)
+INSERT INTO {schema}.queue_counts AS c (queue, queued, running, done, failed, repeating)
+SELECT %(queue)s, sum(queued), sum(running), sum(done), sum(failed), sum(repeating) FROM folded
+HAVING count(*) > 0
+ON CONFLICT (queue) DO UPDATE
+SET queued = c.queued + excluded.queued, running = c.running + excluded.running, done = c.done + excluded.done,
+    failed = c.failed + excluded.failed, repeating = c.repeating + excluded.repeating;
 
 -- name: expired_counts
 -- Done and failed jobs past their time that maintenance has not removed yet: kept rows, no longer
@@ -401,28 +417,30 @@ SELECT queue, state, count(*)::int, count(repeat)::int FROM {schema}.jobs WHERE 
 GROUP BY queue, state;
 
 -- name: scheduled_counts
--- Per queue with queued jobs, those due after now, counted over the due indexes (a seek per queue and
--- per group): what is scheduled, never what waits.
+-- Per queue, its queued jobs due after now, counted over the due indexes (a seek per queue and per
+-- group): what is scheduled, never what waits.
 SELECT queue, sum(n)::int FROM (
-    SELECT c.queue, (SELECT count(*) FROM {schema}.jobs j
-                     WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL
-                       AND j.at > %(now)s) AS n
-    FROM {schema}.queue_counts c WHERE c.queued > 0
+    SELECT q.name AS queue, (SELECT count(*) FROM {schema}.jobs j
+                             WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL
+                               AND j.at > %(now)s) AS n
+    FROM {schema}.queues q
     UNION ALL
     SELECT g.queue, (SELECT count(*) FROM {schema}.jobs j
                      WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
                        AND j.at > %(now)s)
-    FROM {schema}.groups g WHERE g.head_at IS NOT NULL
+    FROM {schema}.groups g
 ) AS d
 GROUP BY queue HAVING sum(n) > 0;
 
 -- name: first_due
--- Per queue with queued jobs, the time of its first one: the due index's first entry, and the first
--- of its groups' heads (each group's first queued job).
-SELECT c.queue,
-       (SELECT min(j.at) FROM {schema}.jobs j WHERE j.queue = c.queue AND j.state = 'queued' AND j.grp IS NULL),
-       (SELECT min(g.head_at) FROM {schema}.groups g WHERE g.queue = c.queue)
-FROM {schema}.queue_counts c WHERE c.queued > 0;
+-- Per queue, the time of its first queued job: the first entry of its due index, and of each of its
+-- groups' (a seek per group).
+SELECT q.name,
+       (SELECT min(j.at) FROM {schema}.jobs j WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL),
+       (SELECT min((SELECT min(j.at) FROM {schema}.jobs j
+                    WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL))
+        FROM {schema}.groups g WHERE g.queue = q.name)
+FROM {schema}.queues q;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.

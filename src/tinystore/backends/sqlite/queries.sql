@@ -365,25 +365,27 @@ SELECT queue, state, count(*), count(repeat) FROM tinystore_jobs WHERE expires <
 GROUP BY queue, state;
 
 -- name: scheduled_counts
--- Per queue with queued jobs, those due after now, counted over the due indexes (a seek per queue and
--- per group): what is scheduled, never what waits.
+-- Per queue, its queued jobs due after now, counted over the due indexes (a seek per queue and per
+-- group): what is scheduled, never what waits.
 SELECT queue, sum(n) FROM (
-    SELECT c.queue, (SELECT count(*) FROM tinystore_jobs
-                     WHERE queue = c.queue AND state = 'queued' AND grp IS NULL AND at > :now) AS n
-    FROM tinystore_queue_counts c WHERE c.queued > 0
+    SELECT q.name AS queue, (SELECT count(*) FROM tinystore_jobs
+                             WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND at > :now) AS n
+    FROM tinystore_queues q
     UNION ALL
     SELECT g.queue, (SELECT count(*) FROM tinystore_jobs
                      WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND at > :now)
-    FROM tinystore_groups g WHERE g.head_at IS NOT NULL
+    FROM tinystore_groups g
 ) GROUP BY queue HAVING sum(n) > 0;
 
 -- name: first_due
--- Per queue with queued jobs, the time of its first one: the due index's first entry, and the first
--- of its groups' heads (each group's first queued job).
-SELECT c.queue,
-       (SELECT min(at) FROM tinystore_jobs WHERE queue = c.queue AND state = 'queued' AND grp IS NULL),
-       (SELECT min(head_at) FROM tinystore_groups WHERE queue = c.queue)
-FROM tinystore_queue_counts c WHERE c.queued > 0;
+-- Per queue, the time of its first queued job: the first entry of its due index, and of each of its
+-- groups' (a seek per group).
+SELECT q.name,
+       (SELECT min(at) FROM tinystore_jobs WHERE queue = q.name AND state = 'queued' AND grp IS NULL),
+       (SELECT min((SELECT min(at) FROM tinystore_jobs
+                    WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND grp IS NOT NULL))
+        FROM tinystore_groups g WHERE g.queue = q.name)
+FROM tinystore_queues q;
 
 -- name: recent_counts
 -- Runs and outcomes per queue since a minute.
