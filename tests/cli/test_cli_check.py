@@ -208,3 +208,25 @@ def test_status_jobs_and_show_write_nothing_to_a_store_they_read(app: App) -> No
     for command in (["status", app.db], ["jobs", app.db, "echo"], ["show", app.db, "echo", "e0001"]):
         assert app.cli(*command).returncode == 0
     assert app.dump() == before  # no registration of their own, and no recovery: that is a worker's open
+
+
+def test_check_finds_counts_that_stats_reads_off_from_the_jobs_and_its_advice_counts_them_again(app: App) -> None:
+    fill(app, 5)
+    conn = sqlite3.connect(app.db)  # as a restore of part of a file could leave them: rows moved under the counts
+    with conn:
+        conn.execute("UPDATE tinystore_queue_counts SET queued = queued + 3, done = 2 WHERE queue = 'echo'")
+    conn.close()
+    code, report = check(app)
+    assert code == 1 and report["unreadable_jobs"] == []
+    assert report["problems"] == ["the jobs per state kept for stats() are off in queue 'echo': kept queued 8, "
+                                  "running 0, done 2, failed 0, repeating 0; the jobs are queued 5, running 0, "
+                                  "done 0, failed 0, repeating 0"]
+    assert "only the counts stats() reads are off" in report["advice"]
+
+    recount = report["advice"].split('"')[1]  # what the advice says, as the sqlite3 shell would run it
+    conn = sqlite3.connect(app.db, isolation_level=None)
+    conn.executescript(recount)
+    conn.close()
+    assert check(app)[0] == 0
+    store = app.open()
+    assert store.stats()["echo"]["waiting"] == 5

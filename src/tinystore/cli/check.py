@@ -5,8 +5,9 @@ a statement reads the damaged page, or never: a damaged index can hide jobs
 from every worker without an error. This runs SQLite's ``integrity_check``
 (every page, and every index against its table) or, with ``--quick``,
 ``quick_check`` (every page, without comparing the indexes with their
-tables), then reads each job's id and payload as a worker would. It opens the
-file read-only and writes nothing; workers may go on meanwhile. The check
+tables), then reads each job's id and payload as a worker would and counts
+the jobs per state against what ``stats()`` reads. It opens the file
+read-only and writes nothing; workers may go on meanwhile. The check
 itself is the backend's (``tinystore.backends.check``); this prints it.
 
 A PostgreSQL store (a ``postgresql://`` URL) is refused, exit 2: the server

@@ -5,8 +5,11 @@ a statement reads the damaged page, or never: a damaged index can hide jobs
 from every worker without an error. ``check`` runs SQLite's ``PRAGMA
 integrity_check`` (every page, and every index against its table) or, quick,
 ``quick_check`` (every page, without comparing the indexes with their
-tables), then reads each job's id and payload as a worker would. It opens the
-file read-only and writes nothing; workers may go on meanwhile.
+tables), then reads each job's id and payload as a worker would, and counts
+the jobs per queue and state against the counts ``stats()`` reads (kept by
+triggers: they drift only where rows were changed around them, as a restore
+of part of a file or ``.recover`` may). It opens the file read-only and
+writes nothing; workers may go on meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from ._files import check_existing, connect_read_only, has_tables
 
 # What integrity_check says of an index, or of a page no table or index uses: the tables are whole.
 INDEX_ONLY = re.compile(r"row \d+ missing from index \S+|non-unique entry in index \S+|Page \d+ is never used")
+COUNTS_OFF = re.compile(r"the jobs per state kept for stats\(\) are off in queue .*")
+STATES = ("queued", "running", "done", "failed", "repeating")
+# The jobs per state counted again in one write transaction, as migration 007 first counted them.
+RECOUNT = ("BEGIN IMMEDIATE; DELETE FROM tinystore_queue_counts; "
+           "INSERT INTO tinystore_queue_counts (queue, queued, running, done, failed, repeating) "
+           "SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'), "
+           "count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'), count(repeat) "
+           "FROM tinystore_jobs GROUP BY queue; COMMIT;")
 
 
 def check(path: str, quick: bool = False, limit: int = 100) -> CheckReport:
@@ -46,6 +57,8 @@ def check(path: str, quick: bool = False, limit: int = 100) -> CheckReport:
                 raise InvalidArgument(f"{path} is not a tinystore store: it has no tinystore tables")
             pages = _check(conn, pragma, limit, problems, path)
             jobs = _read_jobs(conn, unreadable, problems, path)
+            if jobs is not None:
+                _check_counts(conn, problems, path)
         finally:
             conn.close()
     ok = not problems and not unreadable
@@ -101,6 +114,30 @@ def _read_jobs(conn: sqlite3.Connection, unreadable: list[UnreadableJob], proble
     return count
 
 
+def _check_counts(conn: sqlite3.Connection, problems: list[str], path: str) -> None:
+    """The jobs per queue and state that stats() reads, against a count of the jobs (in the same read)."""
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tinystore_queue_counts'").fetchone() is None:
+            return  # a store this version has not opened yet: its migration counts them
+        kept = {q: tuple(n) for q, *n in conn.execute(f"SELECT queue, {', '.join(STATES)} FROM tinystore_queue_counts")}
+        found = {q: tuple(n) for q, *n in conn.execute(
+            "SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'),"
+            " count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'), count(repeat)"
+            " FROM tinystore_jobs GROUP BY queue")}
+    except sqlite3.Error as exc:
+        _found(exc, problems, path)
+        return
+    none = (0,) * len(STATES)
+    for queue in sorted(set(kept) | set(found)):
+        if kept.get(queue, none) != found.get(queue, none):
+            problems.append(f"the jobs per state kept for stats() are off in queue {queue!r}: kept "
+                            f"{_per_state(kept.get(queue, none))}; the jobs are {_per_state(found.get(queue, none))}")
+
+
+def _per_state(counts: tuple) -> str:
+    return ", ".join(f"{state} {n}" for state, n in zip(STATES, counts))
+
+
 def _unreadable(id: Any, payload: Any, valid: Any) -> Optional[str]:
     """Why a job's id or payload cannot be read, or None."""
     for what, raw in (("id", id), ("payload", payload)):
@@ -127,6 +164,10 @@ def _advice(path: str, problems: list[str], unreadable: list[UnreadableJob]) -> 
         return (f"the file is whole but {len(unreadable)} job(s) cannot be read: a worker fails each for good "
                 "when it claims it, with an error that says so, and the queue goes on; restore the file from "
                 "a backup to get them back")
+    if all(COUNTS_OFF.fullmatch(p) for p in problems):
+        return (f"the jobs are whole; only the counts stats() reads are off (the jobs shown per state, not "
+                f"the jobs themselves): count them again, workers may run meanwhile, with: "
+                f'sqlite3 {path} "{RECOUNT}", then run tinystore check again')
     if all(INDEX_ONLY.fullmatch(p) for p in problems):
         return (f"the tables are whole; only indexes (or pages no table uses) are damaged, and a damaged "
                 f"index can hide waiting jobs from every worker: stop every worker, copy the file, rebuild "
