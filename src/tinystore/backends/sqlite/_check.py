@@ -29,12 +29,13 @@ from ._files import check_existing, connect_read_only, has_tables
 INDEX_ONLY = re.compile(r"row \d+ missing from index \S+|non-unique entry in index \S+|Page \d+ is never used")
 COUNTS_OFF = re.compile(r"the jobs per state kept for stats\(\) are off in queue .*")
 STATES = ("queued", "running", "done", "failed", "repeating")
-# The jobs per state counted again in one write transaction, as migration 007 first counted them.
-RECOUNT = ("BEGIN IMMEDIATE; DELETE FROM tinystore_queue_counts; "
-           "INSERT INTO tinystore_queue_counts (queue, queued, running, done, failed, repeating) "
-           "SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'), "
+# The jobs per queue and state counted from the jobs, as migration 007 first counted them; and counted
+# again into the kept counts, in one write transaction.
+COUNTED = ("SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'), "
            "count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'), count(repeat) "
-           "FROM tinystore_jobs GROUP BY queue; COMMIT;")
+           "FROM tinystore_jobs GROUP BY queue")
+RECOUNT = ("BEGIN IMMEDIATE; DELETE FROM tinystore_queue_counts; INSERT INTO tinystore_queue_counts "
+           f"(queue, {', '.join(STATES)}) {COUNTED}; COMMIT;")
 
 
 def check(path: str, quick: bool = False, limit: int = 100) -> CheckReport:
@@ -120,10 +121,7 @@ def _check_counts(conn: sqlite3.Connection, problems: list[str], path: str) -> N
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tinystore_queue_counts'").fetchone() is None:
             return  # a store this version has not opened yet: its migration counts them
         kept = {q: tuple(n) for q, *n in conn.execute(f"SELECT queue, {', '.join(STATES)} FROM tinystore_queue_counts")}
-        found = {q: tuple(n) for q, *n in conn.execute(
-            "SELECT queue, count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = 'running'),"
-            " count(*) FILTER (WHERE state = 'done'), count(*) FILTER (WHERE state = 'failed'), count(repeat)"
-            " FROM tinystore_jobs GROUP BY queue")}
+        found = {q: tuple(n) for q, *n in conn.execute(COUNTED)}
     except sqlite3.Error as exc:
         _found(exc, problems, path)
         return

@@ -1,6 +1,6 @@
-"""How fast the dashboard answers on a big store: not a test, a measurement (nothing is asserted).
+"""How fast the dashboard answers on a big store: each request the page makes, timed (nothing is asserted).
 
-    .venv/bin/python tests/web/measure.py --jobs 300000 [--keep big.db] [--postgres URL]
+    .venv/bin/python benchmarks/dashboard.py --jobs 300000 [--keep big.db] [--postgres URL]
 
 It fills a store with jobs done (kept by dedupe), failed, waiting and
 scheduled in groups, run by a real worker, serves the dashboard with the
