@@ -63,7 +63,9 @@ def test_worker_processes_draining_one_queue_run_every_job_exactly_once_and_no_a
 def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_and_run_no_attempt_twice(
         lab, open_store):
     jobs = 1000
-    lab.prepare("q", dedupe="1d")
+    # At most 4 run at once across the processes: the drain takes 5 s whatever the workers' slots, so that
+    # the kills after job-200 and job-400 land while work is left, however late the watch hears of those.
+    lab.prepare("q", dedupe="1d", concurrency=4)
     workers = [lab.worker(kind, serve=True) for kind in ("q:sync", "q:async")]
     for w in workers:
         wait_for_line(w, "serving")
