@@ -22,6 +22,17 @@ from tinystore.testing import FakeClock
 
 TESTS = Path(__file__).parent
 BACKEND_NEUTRAL = ("contract", "crash", "limits", "schedules")  # the folders whose tests run on every backend
+# The files and folders whose tests take longest, longest first. They start first, so that a run on several
+# worker processes (``-n``, each taking the next test file as it is free) does not end with one file left.
+LONGEST_FIRST = ("test_benchmarks_run.py", "soak", "crash", "traffic", "limits")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests of ``LONGEST_FIRST`` first, in its order; each file's tests keep their order."""
+    def rank(item: pytest.Item) -> int:
+        top = Path(item.path).relative_to(TESTS).parts[0]
+        return LONGEST_FIRST.index(top) if top in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=rank)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

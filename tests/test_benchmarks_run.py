@@ -1,8 +1,8 @@
 """The benchmark suite runs: ``benchmarks/run.py --small`` exits 0 and writes valid JSON (SQLite, and
 PostgreSQL where a server answers at ``TINYSTORE_BENCH_POSTGRES`` or the local default; under CI=true it must).
 
-It runs at ``--durability off`` so that the disk's fsync time does not make it slow; the
-code it runs is the same at every durability.
+Both run at ``--durability off`` (on PostgreSQL, ``synchronous_commit = off``) so that the disk's
+fsync time does not make them slow; the code they run is the same at every durability.
 
 No figure is checked: timing belongs in docs/benchmarks.md, not in a test.
 """
@@ -55,13 +55,13 @@ def test_the_small_postgres_benchmark_run_exits_0_and_writes_json_with_every_wor
             pytest.fail(f"CI=true and the PostgreSQL server at {admin} cannot be reached: {why}")
         pytest.skip(f"no PostgreSQL server at {admin} (set TINYSTORE_BENCH_POSTGRES to another): {why}")
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--small", "--backend", "postgres",
-                           "--postgres", admin, "--results", str(tmp_path)],
+                           "--postgres", admin, "--durability", "off", "--results", str(tmp_path)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     latest = json.loads((tmp_path / "latest.json").read_text())
     assert latest["environment"]["backend"] == "postgres"
     assert latest["environment"]["postgres"]["server_version"]
-    assert latest["baseline"]["synchronous_commit"] == "on"
+    assert latest["environment"]["durability"] == "off" and latest["baseline"]["synchronous_commit"] == "off"
     assert latest["baseline"]["insert_single"] > 0 and latest["baseline"]["life_batched"] > 0
     assert {row["workload"] for row in latest["rows"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"}
     assert not [row["case"] for row in latest["rows"] if row["case"].startswith("failed")]
