@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import pytest
 
@@ -33,6 +33,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         top = Path(item.path).relative_to(TESTS).parts[0]
         return LONGEST_FIRST.index(top) if top in LONGEST_FIRST else len(LONGEST_FIRST)
     items.sort(key=rank)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                               call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A report's captured output and failure text with lone surrogates escaped (as ``backslashreplace``
+    prints them): with ``-n`` each report goes to the main process as UTF-8, which cannot carry them, and
+    some tests log such text on purpose (JOB-07's error text with a lone surrogate)."""
+    report = yield
+    report.sections = [(title, _utf8(text)) for title, text in report.sections]
+    if report.longrepr is not None and _utf8(str(report.longrepr)) != str(report.longrepr):
+        report.longrepr = _utf8(str(report.longrepr))
+    return report
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

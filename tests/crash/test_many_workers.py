@@ -17,6 +17,9 @@ import tinystore
 from helpers import kill_child, lines_of, stderr_of, wait_child, wait_for_line
 
 JOBS = 2000
+# Bounds a broken test, never a passing one's speed: the drains on PostgreSQL take 30 s on 2 quiet cores,
+# three times that beside other tests on a loaded machine.
+DRAIN_TIMEOUT = 240
 KILLED = -signal.SIGKILL
 
 
@@ -37,7 +40,7 @@ def test_worker_processes_draining_one_queue_run_every_job_exactly_once_and_no_a
         # Each run works 2 ms: no process can claim again the instant it committed, so all compete.
         q.add_many([tinystore.Job({"n": i, "work": 0.002}, id=ids[i]) for i in range(start, start + 500)])
 
-    last = lab.watch_until_ended(q, ids, timeout=60)
+    last = lab.watch_until_ended(q, ids, timeout=DRAIN_TIMEOUT)
     assert {(s.state, s.attempt) for s in last.values()} == {("done", 1)}
 
     for w in workers:
@@ -76,14 +79,14 @@ def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_an
 
     held_at_kill = []
     for n, marker in enumerate(("job-200", "job-400")):
-        lab.watch_until_ended(q, [marker], timeout=60)  # jobs start in order: the drain got this far
+        lab.watch_until_ended(q, [marker], timeout=DRAIN_TIMEOUT)  # jobs start in order: the drain got this far
         doomed = workers[n]
         owner = lab.owner_of(doomed.pid)
         held_at_kill.append(len(lab.leases_of(owner)))
         assert kill_child(doomed) == KILLED
         workers[n] = lab.worker("q:sync", serve=True)  # its open ends the dead worker's leases at once
 
-    last = lab.watch_until_ended(q, ids, timeout=60)
+    last = lab.watch_until_ended(q, ids, timeout=DRAIN_TIMEOUT)
     assert {s.state for s in last.values()} == {"done"}
     for w in workers:
         wait_for_line(w, "serving")

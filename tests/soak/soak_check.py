@@ -447,10 +447,11 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
                 continue
             # This run's answer would have ended the job; the job went on. Allowed where its settlement
             # may have been lost: a kill, stop or SIGTERM of its process soon after; its process stopped
-            # during the run (its lease ran out); or a def handler past its timeout (its answer is ignored).
+            # during the run (its lease ran out); or a handler past its timeout (its answer is ignored: a def
+            # handler's thread, or an async one whose loop was late to cancel it).
             if proc(r.pid).faults_in(r.b, r.e + bounds.settle_window, bounds.stall_lease) or stale(r):
                 continue
-            if r.kind == "def" and r.elapsed is not None and r.elapsed >= timeout_of(r.q) - bounds.eps:
+            if r.elapsed is not None and r.elapsed >= timeout_of(r.q) - bounds.eps:
                 continue
             nxt = next((x for x in jr if x.a > r.a), None)
             i2.add(f"{r.q}/{job} attempt {r.a} returned {r.outcome.upper()} and no kill, stop or SIGTERM of pid "

@@ -332,6 +332,16 @@ def test_an_ok_return_lost_to_a_kill_soon_after_is_allowed():
     assert_holds(s)
 
 
+def test_an_async_answer_just_past_its_timeout_ignored_and_the_job_run_again_is_allowed():
+    # The loop was late to cancel it (a loaded machine): the answer came past the timeout, so the store
+    # ignored it (JOB-09) and ran the job again.
+    s = healthy()
+    s.job("past", "tmo_async", {"ms": [400, 300]}, attempt=2)
+    s.run(1, "tmo_async", "past", 1, 17.0, 18.016, steps=("s0", "s1"))
+    s.run(1, "tmo_async", "past", 2, 18.1, 18.11, steps=("s0", "s1"))
+    assert_holds(s)
+
+
 @pytest.mark.parametrize("held", [True, False])
 def test_a_store_frozen_by_a_stopped_writer_excuses_the_leases_it_ran_out(held):
     s = healthy()
