@@ -109,6 +109,7 @@ def test_JOB_09_a_def_handler_past_its_timeout_keeps_its_place_under_concurrency
     witness.wait_started("stuck")
     producer = Producer(q, [(f"n{i}", {"s": 0.1}) for i in range(6)], every=0.15)
     ids = settle(q, producer) + ["stuck"]
+    witness.wait_started("stuck", attempt=2)  # its retry, once attempt 1's thread returned and the backoff passed
     witness.wait_for("every run ending", lambda es: all(e.ended is not None for e in es))
     store.stop()
 
