@@ -13,7 +13,7 @@ from typing import Optional
 from urllib.parse import quote
 
 from ._damage import damaged
-from .. import LOCK_TIMEOUT
+from .._targets import LOCK_TIMEOUT
 from ..._errors import DiskError, DiskFull, Error, InvalidArgument, Locked, ReadOnly, StoreCorrupt
 
 log = logging.getLogger("tinystore.store")

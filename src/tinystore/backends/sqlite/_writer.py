@@ -107,6 +107,11 @@ class Writer:
                 self._cv.notify()
         return future
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The writer's connection (a forked child keeps it open, see ``_identity``)."""
+        return self._conn
+
     def notify(self, queue: str, job: Optional[int] = None) -> None:
         """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
         self._noticed.append((queue, job))
