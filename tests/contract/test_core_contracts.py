@@ -258,6 +258,48 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     assert [after.get(f"job-{n}") for n in range(3)] == [None] * 3  # done
 
 
+def test_DUR_03_a_dead_processs_leases_end_in_bulk_as_settle_decides_a_lost_lease_at_each_attempt(
+        kit, target, open_store, clock):
+    """A dead process's leases end with one statement per queue (``owner_lost``), whose parameters come
+    from ``_settle.lost_in_bulk``: each job ends as ``_settle.decide_lost`` decides for its attempt, the
+    one at its last attempt failed for good, the others waiting again at once."""
+    from tinystore._options import QueueOptions
+    from tinystore._settle import decide_lost, lost_in_bulk
+
+    store = open_store(clock=clock)
+    jobs = store.queue("jobs", lease="30s", attempts=3, keep="1h")
+    jobs.add({"n": 2}, id="job-2")
+    assert [c.id for c in kit.claim_cycle(store, jobs, 1, clock.now()).claimed] == ["job-2"]
+    clock.advance(31)  # its lease runs out: the next cycle ends it, and takes it again with job-1
+    jobs.add({"n": 1}, id="job-1")
+    assert sorted(c.id for c in kit.claim_cycle(store, jobs, 2, clock.now()).claimed) == ["job-1", "job-2"]
+    clock.advance(31)
+    kit.claim_cycle(store, jobs, 0, clock.now())  # both leases run out: attempts 2 and 1 stay counted
+    jobs.add({"n": 0}, id="job-0")
+    store.close()
+
+    proc = start_child(child_store(target, clock.now()) + CLAIM_AND_HANG, "3")
+    try:
+        wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
+    finally:
+        kill_and_wait(proc)
+
+    open_store(clock=clock)  # finds the child dead and ends its leases
+    opts = QueueOptions(lease=30.0, attempts=3, keep=3600.0)
+    now = clock.now()
+    expected = []
+    for id, attempt in (("job-0", 1), ("job-1", 2), ("job-2", 3)):
+        decision = decide_lost(attempt, opts, now)
+        if attempt >= opts.attempts:
+            expected.append((id, "failed", attempt, now, decision.expires, decision.error))  # its time as it was
+        else:
+            expected.append((id, "queued", attempt, decision.at, None, decision.error))
+    assert kit.job_ends(target) == expected
+    bulk = lost_in_bulk(opts, now)
+    assert (bulk["failed_expires"], bulk["failed_error"]) == (expected[2][4], expected[2][5])
+    assert (bulk["again_at"], bulk["again_error"]) == (expected[0][3], expected[0][5])
+
+
 def test_DUR_03_a_serving_worker_ends_the_leases_of_a_process_killed_meanwhile_with_no_open_and_runs_its_jobs(
         target, open_store, clock):
     store = open_store(clock=clock)
