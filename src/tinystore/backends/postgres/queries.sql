@@ -344,9 +344,9 @@ INSERT INTO {schema}.migrations (version) VALUES (%s);
 SELECT current_database(), pg_postmaster_start_time();
 
 -- name: next_times
--- When a claim that left places free should look again, in one round trip (SQLite runs these four as
--- next_expiry, next_ungrouped, next_group and next_group_wake): the next lease to run out, the next
--- job without a group due, the next ready group's head due, the next rate-limited group's room.
+-- When a claim that left places free should look again, in one round trip: the next lease to run out,
+-- the next job without a group due, the next ready group's head due, the next rate-limited group's room
+-- (SQLite's differs only in its ready flag, an integer).
 SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
        (SELECT at FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
         ORDER BY at, seq LIMIT 1),
