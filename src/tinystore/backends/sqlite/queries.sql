@@ -4,7 +4,7 @@
 --   prepared once whatever the size of the batch; rows of a batch as one JSON array of arrays (:rows);
 -- - a job's id, payload, error and progress are read as the bytes in the file (CAST AS BLOB) and decoded
 --   by tinystore: a row damaged into text that is not UTF-8 fails that job, not every read of its queue;
--- - a group's ready flag is an integer (PostgreSQL: a boolean), compared with 1 so that its index serves;
+-- - a group's ready flag is an integer (PostgreSQL: a boolean), compared with 1 as its partial index is;
 -- - seqs, notices, processes and pages by index are SQLite's own.
 
 -- name: seq_next
