@@ -4,7 +4,8 @@ Files: ``_connection`` (pragmas, waiting for the write lock, errors as
 tinystore's), ``_writer`` (group commit, notices), ``_hearing`` (other
 processes' commits), ``_appconn`` (the application's own connection), ``_jobs`` (job rows added and removed, seqs), ``_claim``
 (claims under limits), ``_groups`` (group bookkeeping), ``_leases``
-(settlements, expiry, dead processes), ``_liveness`` (process locks),
+(settlements, expiry, dead processes), ``_daily_check`` (maintenance's look
+for damage), ``_liveness`` (process locks),
 ``_identity`` (one file, one name, one process: links, a file deleted or
 replaced while open, forks), ``_sql`` (loads ``queries.sql`` and the
 migrations).
@@ -30,7 +31,7 @@ from .._base import (Backend, Change, Cycle, FailureListener, JobDetail, JobRow,
                      NoticeListener, Recent, Settlement, Stats, Step, Watched)
 from .._counts import queue_counts
 from .._reads import page_of
-from . import _appconn, _claim, _groups, _identity, _jobs, _leases
+from . import _appconn, _claim, _daily_check, _groups, _identity, _jobs, _leases
 from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
@@ -568,6 +569,9 @@ class SQLiteBackend(SQLiteReads, Backend):
         self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
                                   conn.execute(Q.changes_prune),
                                   conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
+        if self.submit(_daily_check.take, now).result():  # once a day for the store, in one process
+            with self._read() as conn:
+                _daily_check.run(conn, self.path)
         return removed
 
 

@@ -7,7 +7,9 @@ that transaction too: a change made by any process binds the next claim.
 
 A job whose id or payload cannot be read (the file was damaged under it)
 fails for good in the claim that took it, with an error that says so: one
-poison row never stops its queue.
+poison row never stops its queue. A job the due indexes list as waiting that
+the jobs table does not hold as waiting is damage too, of another kind: the
+claim raises ``StoreCorrupt`` rather than pick it again and again for ever.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..._events import fields
 from ..._options import QueueOptions
 from .._base import Claimed
 from . import _groups
+from ._damage import damaged
 from ._sql import Q
 
 log = logging.getLogger("tinystore.worker")
@@ -40,8 +43,8 @@ def claim(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
     if want <= 0:
         return [], slides
     _wake_groups(conn, queue, opts, now)
-    picked, read = _pick(conn, queue, opts, want, now)
-    claimed = _take(conn, queue, opts, owner, now, picked)
+    picked, heads, read = _pick(conn, queue, opts, want, now)
+    claimed = _take(conn, queue, opts, owner, now, picked, heads)
     taken = Counter(c.grp for c in claimed if c.grp is not None)
     if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
         _groups.update(conn, queue, opts, {grp: taken[grp] for grp in read})
@@ -92,9 +95,9 @@ def _wake_groups(conn: sqlite3.Connection, queue: str, opts: QueueOptions, now: 
 
 
 def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int,
-          now: float) -> tuple[list[tuple], list[str]]:
+          now: float) -> tuple[list[tuple], set[int], list[str]]:
     """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups;
-    and the groups with room that were read.
+    the seqs of those that are a group's head as its row keeps it; and the groups with room that were read.
 
     Only groups marked ready are read, in the order of their first due job (their head), so the
     jobs waiting behind a full group are never scanned. A group that may start one job more starts
@@ -115,20 +118,22 @@ def _pick(conn: sqlite3.Connection, queue: str, opts: QueueOptions, want: int,
         else:
             streams.append(conn.execute(Q.due_in_group, (queue, grp, now, min(room, window, want))))
     streams.append(heads)  # in start order, as the groups were read
-    return list(itertools.islice(heapq.merge(*streams), want)), read
+    return list(itertools.islice(heapq.merge(*streams), want)), {seq for _, seq, _ in heads}, read
 
 
 def _take(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, now: float,
-          picked: list[tuple]) -> list[Claimed]:
+          picked: list[tuple], heads: set[int]) -> list[Claimed]:
     """Take the picked jobs still queued, each under a lease; in start order.
 
     A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
     """
     if not picked:
         return []
+    rows = conn.execute(Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall()
+    if len(rows) < len(picked):
+        _refuse_what_the_indexes_hide(conn, queue, picked, heads, {row[0] for row in rows})
     claimed, poisoned = [], 0
-    for seq, raw_id, raw_payload, grp, at, attempt, valid, repeat in conn.execute(
-            Q.take, (_groups.seqs_json(seq for _, seq, _ in picked),)).fetchall():
+    for seq, raw_id, raw_payload, grp, at, attempt, valid, repeat in rows:
         try:
             id, payload = raw_id.decode("utf-8"), raw_payload.decode("utf-8")
             if not valid:
@@ -143,6 +148,24 @@ def _take(conn: sqlite3.Connection, queue: str, opts: QueueOptions, owner: int, 
     if poisoned:
         conn.execute(Q.count_add, (queue, int(now // 60), 0, 0, poisoned))
     return sorted(claimed, key=lambda c: (c.at, c.seq))
+
+
+def _refuse_what_the_indexes_hide(conn: sqlite3.Connection, queue: str, picked: list[tuple], heads: set[int],
+                                  taken: set[int]) -> None:
+    """Picked jobs that ``take`` did not find queued: where an index still lists one, StoreCorrupt.
+
+    The claim holds the write lock from its pick to its take, so a job read from a due index
+    (``tinystore_jobs_due``, ``tinystore_jobs_group_due``) is queued in the table unless the file is
+    damaged: the index lists a row the table no longer yields, and every claim would pick it again.
+    A group's head is read from its row in ``tinystore_groups``; one that is not queued is only out of
+    date (the claim reads the group's head again), unless the group's due index still gives it.
+    """
+    hidden = [seq for at, seq, grp in picked if seq not in taken and
+              (seq not in heads or conn.execute(Q.head_of_group, (queue, grp)).fetchone() == (at, seq))]
+    if hidden:
+        path = conn.execute("PRAGMA database_list").fetchone()[2]
+        raise damaged(path, f"the due jobs' index of queue {queue!r} lists jobs as waiting that its jobs table "
+                            f"does not hold as waiting (seq {', '.join(map(str, hidden))})", queue)
 
 
 def _fail_unreadable(conn: sqlite3.Connection, queue: str, opts: QueueOptions, seq: int, raw_id: object,

@@ -354,6 +354,14 @@ DELETE FROM tinystore_cancelled WHERE at <= ?;
 -- Per-minute counts older than a day.
 DELETE FROM tinystore_counts WHERE minute <= ?;
 
+-- name: check_take
+-- Take the day's check for damage: the last one is a day old, or later than now (a clock set back).
+UPDATE tinystore_checked SET at = :now WHERE id = 1 AND (at <= :now - :every OR at > :now) RETURNING at;
+
+-- name: tables_of_tinystore
+-- tinystore's own tables in the file, which holds the application's too.
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tinystore\_%' ESCAPE '\' ORDER BY name;
+
 -- name: queue_counts
 -- Jobs per queue and state as the triggers keep them (migration 007).
 SELECT queue, queued, running, done, failed, repeating FROM tinystore_queue_counts;
