@@ -224,7 +224,9 @@ class Store:
     def maintain(self, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
         """Remove now what is past ``keep`` and ``dedupe``: rows, payloads and steps leave the file.
 
-        ``progress``, where given, is called with the count removed so far after each batch.
+        ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
+        where the store's last look for damage is a day old, this looks again (``integrity_check`` of
+        tinystore's tables, logged; see README, "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}

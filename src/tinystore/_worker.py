@@ -319,7 +319,7 @@ class QueueRunner:
         elif isinstance(exc, asyncio.CancelledError):
             answer = _LOST  # stopped past the grace period: the next attempt takes over
         elif isinstance(exc, Unfit):
-            answer = Fail(str(exc))  # it will not fit on any attempt
+            answer = Fail(f"{exc} (queue {q.name!r}, job {c.id!r})")  # it will not fit on any attempt
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
         if self.running.pop(c.seq, None) is not None and not self.is_async:

@@ -43,8 +43,8 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
     if want <= 0:
         return [], slides
     _wake_groups(ex, queue, opts, now)
-    picked, read = _pick(ex, queue, opts, want, now)
-    claimed = take(ex, queue, opts, owner, now, picked)
+    picked, heads, read = _pick(ex, queue, opts, want, now)
+    claimed = take(ex, queue, opts, owner, now, picked, heads)
     taken = Counter(c.grp for c in claimed if c.grp is not None)
     if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
         groups.update(ex, queue, opts, {grp: taken[grp] for grp in read})
@@ -95,9 +95,9 @@ def _wake_groups(ex: Executor, queue: str, opts: QueueOptions, now: float) -> No
 
 
 def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
-          now: float) -> tuple[list[tuple], list[str]]:
+          now: float) -> tuple[list[tuple], set[int], list[str]]:
     """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups;
-    and the groups with room that were read.
+    the seqs of those read as a group's head from its row; and the groups with room that were read.
 
     Only groups marked ready are read, in the order of their first due job (their head), so the
     jobs waiting behind a full group are never scanned. A group that may start one job more starts
@@ -118,20 +118,27 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
         else:
             streams.append(ex.all("due_in_group", (queue, grp, now, min(room, window, want))))
     streams.append(heads)  # in start order, as the groups were read
-    return list(itertools.islice(heapq.merge(*streams, key=lambda r: (r[0], r[1])), want)), read
+    picked = list(itertools.islice(heapq.merge(*streams, key=lambda r: (r[0], r[1])), want))
+    return picked, {seq for _, seq, _ in heads}, read
 
 
 def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
-         picked: list[tuple]) -> list[Claimed]:
+         picked: list[tuple], heads: set[int]) -> list[Claimed]:
     """Take the picked jobs still queued, each under a lease; in start order.
 
     A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
+    Picked jobs the take did not find queued are the executor's to judge (``not_taken``): on
+    SQLite, a due index listing a row its table no longer yields is damage, not a job to pick again.
     """
     if not picked:
         return []
     claimed: list[Claimed] = []
     unreadable: list[Unreadable] = []
-    for row in ex.all("take", (ex.array([seq for _, seq, _ in picked]),)):
+    rows = ex.all("take", (ex.array([seq for _, seq, _ in picked]),))
+    if len(rows) < len(picked):
+        taken = {row[0] for row in rows}
+        ex.not_taken(queue, [pick for pick in picked if pick[1] not in taken], heads)
+    for row in rows:
         try:
             claimed.append(ex.taken(row))
         except Unreadable as bad:

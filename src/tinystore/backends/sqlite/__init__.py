@@ -12,7 +12,8 @@ SQLite's own), ``_sql`` (loads them with the engine's, and the migrations),
 ``_appconn`` (the application's own connection), ``_liveness`` (process
 locks), ``_identity`` (one file, one name, one process: links, a file deleted
 or replaced while open, forks), ``_check``, ``_readonly``, ``_files``,
-``_damage`` (an operator's commands on a file).
+``_damage`` (an operator's commands on a file), ``_daily_check`` (maintenance's
+look for damage).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .._base import (Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob,
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
 from .._engine import leases, reads, work
-from . import _appconn, _identity
+from . import _appconn, _daily_check, _identity
 from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
@@ -485,6 +486,9 @@ class SQLiteBackend(SQLiteReads, Backend):
             if count < batch:
                 break
         self.submit(lambda conn: work.prune(SQLiteExecutor(conn), now)).result()
+        if self.submit(_daily_check.take, now).result():  # once a day for the store, in one process
+            with self._read() as conn:
+                _daily_check.run(conn, self.path)
         return removed
 
 

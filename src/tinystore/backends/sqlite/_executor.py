@@ -6,7 +6,9 @@ writer holds the file's write lock, so the next ones are read, above every
 job kept and above the floor that jobs leaving raise (an application's
 transaction, which may not hold the lock yet, reserves them with a write).
 A claimed row comes as the bytes in the file, and may have been damaged
-under its job: it is then ``Unreadable``, and fails that job alone.
+under its job: it is then ``Unreadable``, and fails that job alone. A job a
+due index lists as waiting that the table does not hold so is damage too, of
+another kind: the claim raises ``StoreCorrupt`` (``not_taken``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Optional, Sequence
 
 from .._base import Claimed, NewJob
 from .._engine.executor import Executor, Unreadable
+from ._damage import damaged
 from ._sql import Q
 
 
@@ -58,6 +61,23 @@ class SQLiteExecutor(Executor):
         except (ValueError, RecursionError, AttributeError) as exc:  # UnicodeDecodeError is a ValueError
             raise Unreadable(seq, _shown(raw_id), attempt, self._unreadable(raw_id, exc)) from None
         return Claimed(seq, id, payload, grp, at, attempt, repeat)
+
+    def not_taken(self, queue: str, picked: list[tuple], heads: set[int]) -> None:
+        """A picked job the take did not find queued, that a due index still lists: ``StoreCorrupt``.
+
+        The writer holds the write lock from the pick to the take, so a job read from a due index
+        (``tinystore_jobs_due``, ``tinystore_jobs_group_due``) is queued in the table unless the file
+        is damaged: the index lists a row the table no longer yields, and every claim would pick it
+        again, for ever. A group's head is read from its row in ``tinystore_groups``; one that is not
+        queued is only out of date (the claim reads the group's head again), unless the group's due
+        index still gives it.
+        """
+        hidden = [seq for at, seq, grp in picked
+                  if seq not in heads or self.one("head_of_group", (queue, grp)) == (at, seq)]
+        if hidden:
+            path = self.conn.execute("PRAGMA database_list").fetchone()[2]
+            raise damaged(path, f"the due jobs' index of queue {queue!r} lists jobs as waiting that its jobs "
+                                f"table does not hold as waiting (seq {', '.join(map(str, hidden))})", queue)
 
     def _unreadable(self, raw_id: object, exc: BaseException) -> str:
         what = "id" if not isinstance(raw_id, bytes) or not _decodes(raw_id) else "payload"

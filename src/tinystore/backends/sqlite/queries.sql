@@ -146,6 +146,14 @@ UPDATE tinystore_processes SET lock_dev = ?, lock_ino = ? WHERE id = ?;
 -- Done and failed jobs past their time, a batch at a time.
 SELECT seq FROM tinystore_jobs WHERE expires <= ? LIMIT ?;
 
+-- name: check_take
+-- Take the day's check for damage: the last one is a day old, or later than now (a clock set back).
+UPDATE tinystore_checked SET at = :now WHERE id = 1 AND (at <= :now - :every OR at > :now) RETURNING at;
+
+-- name: tables_of_tinystore
+-- tinystore's own tables in the file, which holds the application's too.
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tinystore\_%' ESCAPE '\' ORDER BY name;
+
 -- name: queue_counts
 -- Jobs per queue and state as the triggers keep them (migration 007).
 SELECT queue, queued, running, done, failed, repeating FROM tinystore_queue_counts;
