@@ -5,14 +5,19 @@ QUEUES), ``--workers``, ``--grace``, ``--log-level``, ``--metrics-port`` and
 ``--metrics-host``; ``--backend`` names the TASKS alias (default
 ``default``). The first SIGTERM or SIGINT claims nothing more and lets
 running tasks finish within the grace period; the command exits 0, or 1 when
-the worker could not go on.
+the worker could not go on. A SIGTERM or SIGINT that comes while it starts
+(Django's checks, opening the store) exits 0 at once, having claimed nothing.
+A task that raises, SystemExit and KeyboardInterrupt included, fails its
+attempt; the worker goes on.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.tasks import task_backends
 from django.tasks.exceptions import InvalidTaskBackend
@@ -25,8 +30,26 @@ from tinystore.cli._common import CommandError as CliError
 from ..._backend import TaskBackend
 
 
+class StoppedWhileStarting(BaseException):
+    """A SIGTERM or SIGINT came before the worker served: nothing was claimed."""
+
+
+def _stop_while_starting(signum: int, frame: Any) -> None:
+    raise StoppedWhileStarting(signum)
+
+
 class Command(BaseCommand):
     help = "Run the tasks of a tinystore task backend until SIGTERM or SIGINT."
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # From here until the store serves (which handles the signals itself), a signal exits 0.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, _stop_while_starting)
+        try:
+            super().run_from_argv(argv)
+        except StoppedWhileStarting as stopped:  # the stores opened close at exit
+            sys.stderr.write(f"{signal.Signals(stopped.args[0]).name} while starting: stopped before serving\n")
+            sys.exit(0)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
@@ -45,11 +68,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, backend: str, queues: "str | None", workers: "int | None", grace: str,
                log_level: str, metrics_port: "int | None", metrics_host: str, **options: Any) -> None:
         tasks = _backend(backend)
+        try:
+            tasks.check_queues()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
         names = [q.strip() for q in queues.split(",") if q.strip()] if queues else sorted(tasks.queues)
-        if not names:
-            raise CommandError(f"task backend {backend!r} allows any queue (QUEUES = []): name the queues to "
-                               f"run with --queues")
-        unknown = [q for q in names if tasks.queues and q not in tasks.queues]
+        unknown = [q for q in names if q not in tasks.queues]
         if unknown:
             raise CommandError(f"--queues {', '.join(unknown)}: not in the QUEUES of task backend {backend!r}")
         try:
