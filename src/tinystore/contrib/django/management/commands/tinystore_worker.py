@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.tasks import task_backends
 from django.tasks.exceptions import InvalidTaskBackend
 
-from tinystore import Error
-from tinystore._durations import parse_duration
-from tinystore.cli import worker
-from tinystore.cli._common import CommandError as CliError
+if TYPE_CHECKING:
+    from ..._backend import TaskBackend
 
-from ..._backend import TaskBackend
+# tinystore is imported once the signals are handled (run_from_argv), not when Django loads this module.
 
 
 class StoppedWhileStarting(BaseException):
@@ -52,6 +50,7 @@ class Command(BaseCommand):
             sys.exit(0)
 
     def add_arguments(self, parser: CommandParser) -> None:
+        from tinystore.cli import worker
         parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
         parser.add_argument("--queues", help="run only these queues, comma-separated (default: the backend's "
                                              "QUEUES)")
@@ -67,6 +66,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, backend: str, queues: "str | None", workers: "int | None", grace: str,
                log_level: str, metrics_port: "int | None", metrics_host: str, **options: Any) -> None:
+        from tinystore import Error
+        from tinystore._durations import parse_duration
+        from tinystore.cli import worker
+        from tinystore.cli._common import CommandError as CliError
         tasks = _backend(backend)
         try:
             tasks.check_queues()
@@ -91,7 +94,8 @@ class Command(BaseCommand):
             sys.exit(code)
 
 
-def _backend(alias: str) -> TaskBackend:
+def _backend(alias: str) -> "TaskBackend":
+    from ..._backend import TaskBackend
     try:
         backend = task_backends[alias]
     except InvalidTaskBackend as exc:
