@@ -32,9 +32,11 @@ def execute(backend: "TaskBackend", payload: Any, run: tinystore.Run) -> dict[st
 
     A task that raises fails the attempt, which is retried as the queue's
     options say; so does one that raises SystemExit or KeyboardInterrupt: a
-    worker stops on SIGTERM and SIGINT, never on what a task raises. Django's ``task_started`` and ``task_finished`` are sent for
-    each attempt. Database connections past their age are closed before and
-    after, as Django does around a request.
+    worker stops on SIGTERM and SIGINT, never on what a task raises. The
+    exception gets a note of the attempt's worker and times, which the store
+    keeps with its error. Django's ``task_started`` and ``task_finished`` are
+    sent for each attempt. Database connections past their age are closed
+    before and after, as Django does around a request.
     """
     task = load_task(payload, run.queue, run.id, backend.alias)
     worker = worker_id()
