@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from contextlib import closing
 from pathlib import Path
 from typing import Iterator
 
@@ -28,10 +27,9 @@ def databases(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
     try:
         target = kit.new_target("django")
         if isinstance(kit, kits.PostgresKit):
-            test_target = kit.new_target("djangotest")  # dropped at the end, if the runner could not
-            with closing(kit._admin()) as admin:
-                admin.execute(f'DROP DATABASE "{test_target.rsplit("/", 1)[1]}"')
-            yield kit, target, test_target.rsplit("/", 1)[1]
+            # made here so that the kit drops it at the end, if the runner could not; the runner finds it
+            # there and, told --noinput, makes it anew
+            yield kit, target, kit.new_target("djangotest").rsplit("/", 1)[1]
         else:
             yield kit, target, str(tmp_path / "test.db")
     finally:
@@ -45,13 +43,12 @@ def test_djangos_test_runner_runs_the_projects_tests_and_destroys_its_test_datab
                               env={**os.environ, "SHOP_DATABASE": target, "SHOP_TEST_DATABASE": test_database,
                                    "SHOP_USE_TZ": use_tz}, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"USE_TZ={use_tz}:\n{done.stderr}"
-        assert done.stderr.rstrip().endswith(f"Destroying test database for alias 'default'..."), done.stderr
+        assert done.stderr.rstrip().endswith("Destroying test database for alias 'default'..."), done.stderr
         assert "\nOK" in done.stderr, done.stderr
-        assert not exists(kit, test_database), f"the test database {test_database} is still there"
+        assert not exists(kit, target, test_database), f"the test database {test_database} is still there"
 
 
-def exists(kit: kits.Kit, test_database: str) -> bool:
+def exists(kit: kits.Kit, target: str, test_database: str) -> bool:
     if isinstance(kit, kits.PostgresKit):
-        with closing(kit._admin()) as admin:
-            return bool(admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (test_database,)).fetchall())
+        return bool(kit.app_rows(target, "SELECT 1 FROM pg_database WHERE datname = %s", (test_database,)))
     return any(Path(test_database + suffix).exists() for suffix in ("", "-wal", "-shm"))
