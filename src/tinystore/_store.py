@@ -273,8 +273,15 @@ class Store:
         return [q for q in known.values() if q.handler is not None]
 
     def run_until_idle(self) -> None:
-        """Run what is due now; return once nothing is due and nothing runs (for tests and scripts)."""
+        """Run what is due now; return once nothing is due and nothing runs (for tests and scripts).
+
+        Inside a ``store.transaction()`` of this thread it raises
+        InvalidArgument: the workers would wait for that transaction's commit.
+        """
         self._ctx.check_open()
+        if self._backend.in_transaction():
+            raise InvalidArgument("run_until_idle() inside a store.transaction() of this thread: its jobs are not "
+                                  "committed, and the workers would wait for its commit; call it after the block")
         served = self._served(None)
         if not served:
             return

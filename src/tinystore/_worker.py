@@ -320,13 +320,13 @@ class QueueRunner:
             answer = _LOST  # stopped past the grace period: the next attempt takes over
         elif isinstance(exc, Unfit):
             answer = Fail(f"{exc} (queue {q.name!r}, job {c.id!r})")  # it will not fit on any attempt
-        elif isinstance(exc, Exception):
+        elif exc is not None:
+            # SystemExit and KeyboardInterrupt too: a worker stops on SIGTERM and SIGINT, which serve()
+            # handles, never on what a handler raises
             answer = Errored(describe(exc))
         if self.running.pop(c.seq, None) is not None and not self.is_async:
             self.worker.budget.give(1)
         self.lease_ends.pop(c.seq, None)
-        if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
-            raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT:
             now = self.ctx.clock.now()
             answer, decision = self._decide(c, answer, now)

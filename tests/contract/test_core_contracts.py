@@ -706,6 +706,50 @@ def test_JOB_07_a_raising_handler_runs_again_after_a_doubling_backoff_then_fails
     assert runs == [1, 2, 3, 4, 5, 6]
 
 
+def test_run_until_idle_inside_an_open_store_transaction_is_refused_saying_why_instead_of_waiting(store):
+    q = store.queue("inside")
+    q.work(lambda payload, run: None)
+    refused = []
+
+    def inside() -> None:
+        with store.transaction() as tx:
+            q.add({}, id="j", tx=tx)
+            try:
+                store.run_until_idle()
+            except tinystore.InvalidArgument as exc:
+                refused.append(str(exc))
+
+    Background(inside).join(WAIT)
+    assert refused and refused[0].startswith("run_until_idle() inside a store.transaction() of this thread")
+    run_until_idle(store)  # committed: it runs
+    assert q.get("j") is None
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt])
+def test_JOB_07_a_handler_that_raises_systemexit_or_keyboardinterrupt_fails_its_attempt_and_the_next_job_runs(
+        store, kind, raised):
+    q = store.queue("exits", attempts=1)
+    ran = []
+
+    def call(payload):
+        ran.append(payload["n"])
+        if payload["n"] == 1:
+            raise raised(3)
+
+    async def async_handler(payload, run):
+        call(payload)
+
+    q.work((lambda payload, run: call(payload)) if kind == "def" else async_handler)
+    q.add({"n": 1}, id="exits")
+    q.add({"n": 2}, id="next")
+    run_until_idle(store)
+    assert ran == [1, 2]
+    job = q.get("exits")
+    assert job.state == "failed" and job.error.startswith(f"{raised.__name__}: 3")
+    assert q.get("next") is None  # done (and not kept)
+
+
 def test_JOB_07_by_default_the_wait_doubles_from_1s_and_stops_at_1h(store, clock):
     q = store.queue("defaults", attempts=15)
     q.work(lambda payload, run: 1 / 0)

@@ -340,8 +340,9 @@ INSERT INTO {schema}.migrations (version) VALUES (%s);
 
 -- name: server_identity
 -- Which server and database a connection is to: the postmaster's start time tells servers apart
--- (two clusters on one host, a primary and its standby), current_database() the database.
-SELECT current_database(), pg_postmaster_start_time();
+-- (two clusters on one host, a primary and its standby), current_database() the database. The start
+-- time as a number: an application's connection may load timestamps naive (Django with USE_TZ = False).
+SELECT current_database(), extract(epoch FROM pg_postmaster_start_time());
 
 -- name: next_times
 -- When a claim that left places free should look again, in one round trip: the next lease to run out,
