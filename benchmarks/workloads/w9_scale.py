@@ -9,11 +9,15 @@ workers (``benchmarks/child.py scale``) start on "go" and count each job in
 a shared tally file. The rate is the tally's growth over a window that
 starts after a warm-up (the first claims, a full set of handlers running),
 so neither the start nor the end of the queue is measured. The jobs left
-over are dropped with the store.
+over are dropped with the store. Beside the rate: the workers' CPU time per
+job in the window, and how busy the machine's cores were (``/proc/stat``:
+every process, the server's included), which says whether the processes
+were waiting for each other or for a CPU.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from typing import Any, Optional
@@ -45,8 +49,10 @@ def measure(ctx: Context, processes: int) -> dict[str, Any]:
                 say(child, "go")
             time.sleep(warmup)  # the measurement's window, not a synchronisation: the tally says what ran
             first, began = tally.total(), time.perf_counter()
+            cpu_before, machine_before = [_cpu_seconds(c.pid) for c in children], _machine()
             time.sleep(window)
             last, ended = tally.total(), time.perf_counter()
+            cpu_after, machine_after = [_cpu_seconds(c.pid) for c in children], _machine()
             shares = [tally.of(slot) for slot in range(processes)]
         finally:
             for child in children:
@@ -55,8 +61,27 @@ def measure(ctx: Context, processes: int) -> dict[str, Any]:
                 finish(child)
     finally:
         ctx.remove(location)
+    workers_cpu = sum(after - before for before, after in zip(cpu_before, cpu_after))
+    busy, total = (after - before for before, after in zip(machine_before, machine_after))
     return {"rate": (last - first) / (ended - began), "ideal": ideal, "jobs": jobs, "ran_in_window": last - first,
-            "ran_by_process": shares, "seconds": ended - began, "ran_out": last >= jobs}
+            "ran_by_process": shares, "seconds": ended - began, "ran_out": last >= jobs,
+            "workers_cpu_s": workers_cpu, "workers_cpu_ms_per_job": 1000 * workers_cpu / max(1, last - first),
+            "machine_busy": busy / total if total else None}
+
+
+def _cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far, user and system (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine() -> tuple[int, int]:
+    """The machine's CPU time so far, busy and in all, in ticks (Linux /proc/stat): its load in the window."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
 
 
 def run(ctx: Context) -> list[Row]:
