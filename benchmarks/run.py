@@ -2,7 +2,7 @@
 
     python benchmarks/run.py [--small] [--only W1,W3] [--durability full] [--repeat N]
                              [--results DIR] [--markdown] [--keep]
-                             [--backend sqlite|postgres] [--postgres ADMIN_URL] [--relay MS]
+                             [--backend sqlite|postgres] [--postgres ADMIN_URL] [--relay MS] [--short]
 
 The workloads are ``workloads/w1_add.py`` ... ``w10_trips.py`` (docs/benchmarks.md
 says what each measures); worker processes run
@@ -25,8 +25,8 @@ tinystore sets for the durability. What differs between the backends is in
 ``--relay MS`` (PostgreSQL): every store, worker and the raw baseline reach
 the server through ``relay.py``, which holds every byte MS milliseconds each
 way (a server a network away: 0.25 or 1 ms); the sizes that count statements
-one by one are smaller (``common.RELAYED``). The header gives a raw ``SELECT
-1`` through the relay and direct.
+one by one are smaller (``common.RELAYED``; ``--short`` takes them without a
+relay). The header gives a raw ``SELECT 1`` through the relay and direct.
 """
 
 from __future__ import annotations
@@ -227,6 +227,9 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--postgres", default=ADMIN_URL, metavar="ADMIN_URL",
                         help=f"with --backend postgres: the server's admin connection ({ADMIN_URL}); "
                              "each store is a database made there for it and dropped at the end")
+    parser.add_argument("--short", action="store_true",
+                        help="the sizes of a relayed run (common.RELAYED) without a relay: figures side by side "
+                             "with --relay's, and a run that ends sooner on a busy machine")
     parser.add_argument("--relay", type=float, metavar="MS",
                         help="with --backend postgres: reach the server through a relay that holds every byte "
                              "MS milliseconds each way (e.g. 0.25, 1)")
@@ -258,7 +261,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         relay = RelayProcess((params.get("host") or "127.0.0.1", int(params.get("port") or 5432)), args.relay)
     target = PostgresTarget(workdir, args.postgres, relay) if args.backend == "postgres" else Target(workdir)
     env = environment(args.durability, workdir, target)
-    sizes = SMALL if args.small else {**FULL, **RELAYED} if relay is not None else FULL
+    sizes = SMALL if args.small else {**FULL, **RELAYED} if relay is not None or args.short else FULL
     ctx = Context(sizes=sizes, durability=args.durability, workdir=workdir, repeat=max(1, args.repeat),
                   target=target)
     began = time.perf_counter()
@@ -293,7 +296,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print()
     for line in table_lines(rows, args.markdown):
         print(line)
-    document = {"command": command.strip(), "small": args.small, "repeat": ctx.repeat, "environment": env,
+    document = {"command": command.strip(), "small": args.small, "short": args.short, "repeat": ctx.repeat, "environment": env,
                 "sizes": ctx.sizes, "baseline": ctx.baseline, "rows": [r.to_json() for r in rows]}
     markdown = [f"- {line}" for line in header] + ["", *table_lines(rows, markdown=True)]
     path = write_results(document, markdown, args.results)
