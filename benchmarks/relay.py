@@ -38,6 +38,7 @@ import threading
 import time
 from typing import Any, Optional
 
+_LONGEST = 1 << 30  # the protocol's longest message
 _UNTYPED = {80877103, 80877104}  # SSLRequest, GSSENCRequest: answered by one byte, then the startup message
 
 
@@ -52,14 +53,19 @@ class _Frontend:
         self.bound: dict[bytes, str] = {}     # portal name -> text
         self.messages: collections.Counter[str] = collections.Counter()
         self.statements: list[tuple[int, str]] = []  # (round trip, text)
+        self.broken = False
 
     def feed(self, data: bytes, trip: int) -> None:
+        if self.broken:
+            return
         self.buffer += data
         while True:
             if self.startup:
                 if len(self.buffer) < 8:
                     return
                 length, code = struct.unpack("!ii", self.buffer[:8])
+                if not 8 <= length <= _LONGEST:
+                    return self._not_postgresql()
                 if len(self.buffer) < length:
                     return
                 del self.buffer[:length]
@@ -70,6 +76,8 @@ class _Frontend:
                 return
             kind = chr(self.buffer[0])
             (length,) = struct.unpack("!i", self.buffer[1:5])
+            if not 4 <= length <= _LONGEST:
+                return self._not_postgresql()
             if len(self.buffer) < 1 + length:
                 return
             body = bytes(self.buffer[5:1 + length])
@@ -77,6 +85,12 @@ class _Frontend:
             self.messages[kind] += 1
             if self.record:
                 self._statement(kind, body, trip)
+
+    def _not_postgresql(self) -> None:
+        """Bytes that are no message of the protocol: relayed all the same, no longer read."""
+        self.broken = True
+        self.buffer.clear()
+        self.messages["unreadable"] += 1
 
     def _statement(self, kind: str, body: bytes, trip: int) -> None:
         if kind == "Q":

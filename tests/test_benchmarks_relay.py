@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -91,6 +92,19 @@ def test_the_relay_passes_every_byte_both_ways_intact_and_in_order(echo: EchoSer
             reader.join(30)
     assert bytes(echo.received) == sent
     assert bytes(back) == sent
+
+
+def test_the_relay_passes_bytes_that_are_no_postgresql_message_all_the_same(echo: EchoServer) -> None:
+    # a startup message, then a message whose length is -1: the relay reads the protocol to count it
+    garbage = struct.pack("!ii", 8, 196608) + b"Q" + struct.pack("!i", -1) + b"not the protocol"
+    with Relay(("127.0.0.1", echo.port), delay=0.001, record=True) as relay:
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as client:
+            assert _read(client, len(EchoServer.GREETING)) == EchoServer.GREETING
+            client.sendall(garbage)
+            assert _read(client, len(garbage)) == garbage
+            client.sendall(b"and more")
+            assert _read(client, 8) == b"and more"
+        assert relay.mark()[0]["messages"]["unreadable"] == 1
 
 
 def test_the_relay_holds_each_byte_its_delay_each_way(echo: EchoServer) -> None:
