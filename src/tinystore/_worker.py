@@ -28,19 +28,24 @@ handler to stop (``run.cancelled``). A task that cannot go on stops the
 worker, and ``serve()`` raises why.
 """
 
+
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import traceback
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ._answers import Fail, Retry, Snooze
+from ._attempt import Attempt
 from ._context import Context
 from ._errors import Closed, InvalidArgument
 from ._events import fields
-from ._outage import LONGEST_RETRY, CannotGoOn, Retrying
+from ._outage import CannotGoOn, Retrying
+from ._renewals import Renewals
+from ._report import REPORT_EVERY, Tally
 from ._run import AsyncRun, Run, written
 from ._settle import Done, Errored, Requeue, decide, given_back, lost, outcome, repeating, rule_of
 from ._threads import HandlerThreads
@@ -119,8 +124,10 @@ class QueueRunner:
         self.handler = queue.handler
         self.is_async = asyncio.iscoroutinefunction(self.handler)
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
-        self.running: dict[int, tuple[asyncio.Task, Any]] = {}
-        self.lease_ends: dict[int, float] = {}  # seq -> when its lease runs out unless renewed, as last written
+        self.options = queue.options  # as the store keeps them, from each cycle: another process may change them
+        self.running: dict[int, Attempt] = {}  # by seq; changed on the loop, read by the renewals' thread
+        self.running_lock = threading.Lock()
+        self.tally = Tally()  # what ended since the last line about the queue (``_report``)
         self.settled: list[Settlement] = []
         self.deadlines = Deadlines(self)
         self.poke = asyncio.Event()
@@ -131,6 +138,11 @@ class QueueRunner:
         self.ended_ids: dict[int, str] = {}  # seq -> job id of attempts settled in the next cycle, for its log
         self.ctx = worker.ctx
         self.retrying = Retrying(self.ctx.outages, f"claims of queue {queue.name!r}")
+
+    def attempts(self) -> list[Attempt]:
+        """The attempts running now, from any thread."""
+        with self.running_lock:
+            return list(self.running.values())
 
     def notice(self) -> None:
         self.maybe_due = True
@@ -226,7 +238,7 @@ class QueueRunner:
                      s.attempt, extra=fields(q.name, job, s.attempt))
         for s in settlements:
             self.ended_ids.pop(s.seq, None)
-        q.options = cycle.options  # as the store keeps them: another process may have changed them
+        self.options = cycle.options
         self.wake_at = cycle.wake_at
         return cycle.claimed
 
@@ -256,65 +268,67 @@ class QueueRunner:
 
     def _start(self, c: Claimed, began: float) -> None:
         q = self.queue
-        log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt, extra=fields(q.name, c.id, c.attempt, "started"))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
+                      extra=fields(q.name, c.id, c.attempt, "started"))
+        a = Attempt(c, self.ctx.clock.now(), began + self.options.lease)  # its lease ends no later than the claim wrote
         if self.is_async:
-            run: Any = AsyncRun(self.ctx.backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
+            a.run = AsyncRun(self.ctx.backend, q.name, a)
             # Its first step is scheduled now, before any cancel can come (timeouts, notices and stops
             # cancel from later callbacks): _run always begins, and ends the attempt however it ends.
-            task: Any = asyncio.ensure_future(self._run(c, run))
+            a.task = asyncio.ensure_future(self._run(a))
         else:
-            run = Run(self.ctx.backend, q.name, c.seq, c.id, c.attempt, c.grp, c.at)
-            task = self.worker.threads.call(self._call, (c, run), lambda answer, exc: self._ended(c, run, answer, exc))
-        self.running[c.seq] = (task, run)
-        self.lease_ends[c.seq] = began + q.options.lease  # no later than the claim wrote
+            a.run = Run(self.ctx.backend, q.name, a)
+            a.task = self.worker.threads.call(self._call, (a,), lambda answer, exc: self._ended(a, answer, exc))
+        with self.running_lock:
+            self.running[c.seq] = a
         self.deadlines.watch()
 
-    def _time_out(self, seq: int, task: Any, run: Any) -> None:
+    def time_out(self, a: Attempt) -> None:
         """The attempt ran past the queue's timeout (JOB-09): it fails, and is told to stop.
 
         An async handler is cancelled. A ``def`` handler cannot be stopped:
         ``run.cancelled`` turns true, and the attempt keeps its slot and its
         lease (so its place against the limits) until its thread returns.
         """
-        q = self.queue
-        run._timed_out = q.options.timeout
-        run.cancelled = True
-        log.warning("%s/%s attempt %d ran past the queue's timeout of %gs%s", q.name, run.id, run.attempt,
-                    q.options.timeout, "" if self.is_async else "; it keeps its place until its thread returns",
-                    extra=fields(q.name, run.id, run.attempt))
+        q, timeout = self.queue, self.options.timeout
+        a.time_out(timeout)
+        log.warning("%s/%s attempt %d ran past the queue's timeout of %gs%s", q.name, a.claimed.id, a.claimed.attempt,
+                    timeout, "" if self.is_async else "; it keeps its place until its thread returns",
+                    extra=fields(q.name, a.claimed.id, a.claimed.attempt))
         if self.is_async:
-            task.cancel()
+            a.task.cancel()
 
-    async def _run(self, c: Claimed, run: AsyncRun) -> None:
+    async def _run(self, a: Attempt) -> None:
         clock = self.ctx.clock
-        run._began = clock.now()
+        a.began = clock.now()
         try:
-            answer = await self.handler(self.queue.decode(c.payload), run)
+            answer = await self.handler(self.queue.decode(a.claimed.payload), a.run)
         except BaseException as exc:  # cancellation too: _ended tells what each means
-            run._finished = clock.now()
-            self._ended(c, run, None, exc)
+            a.finished = clock.now()
+            self._ended(a, None, exc)
         else:
-            run._finished = clock.now()
-            self._ended(c, run, answer, None)
+            a.finished = clock.now()
+            self._ended(a, answer, None)
 
-    def _call(self, c: Claimed, run: Run) -> Any:
+    def _call(self, a: Attempt) -> Any:
         """A ``def`` handler's call, in a handler thread."""
-        run._began = self.ctx.clock.now()
+        a.began = self.ctx.clock.now()
         try:
-            return self.handler(self.queue.decode(c.payload), run)
+            return self.handler(self.queue.decode(a.claimed.payload), a.run)
         finally:
-            run._finished = self.ctx.clock.now()  # in its thread: the loop may hear of it later
+            a.finished = self.ctx.clock.now()  # in its thread: the loop may hear of it later
 
-    def _ended(self, c: Claimed, run: Any, answer: Any, exc: Optional[BaseException]) -> None:
+    def _ended(self, a: Attempt, answer: Any, exc: Optional[BaseException]) -> None:
         """An attempt's handler returned ``answer`` or raised ``exc`` (or was cancelled): settle it."""
-        q = self.queue
-        timeout = q.options.timeout
-        if (run._timed_out is None and not run._taken_away and timeout is not None and run._began is not None
-                and run._finished is not None and run._finished - run._began >= timeout):
-            run._timed_out = timeout  # it ended past its timeout before the timer could stop it (a busy loop)
-        if run._timed_out is not None:  # whatever it answered late, the attempt failed by its timeout (JOB-09)
-            answer = Errored(f"timeout: the handler ran past the queue's timeout of {run._timed_out:g}s")
-        elif run._taken_away:
+        q, c = self.queue, a.claimed
+        timeout = self.options.timeout
+        if (a.timed_out is None and not a.taken_away and timeout is not None and a.began is not None
+                and a.finished is not None and a.finished - a.began >= timeout):
+            a.timed_out = timeout  # it ended past its timeout before the timer could stop it (a busy loop)
+        if a.timed_out is not None:  # whatever it answered late, the attempt failed by its timeout (JOB-09)
+            answer = Errored(f"timeout: the handler ran past the queue's timeout of {a.timed_out:g}s")
+        elif a.taken_away:
             answer = _NO_SETTLEMENT  # cancelled (JOB-12), or its lease ran out: its answer settles nothing
         elif isinstance(exc, asyncio.CancelledError):
             answer = _LOST  # stopped past the grace period: the next attempt takes over
@@ -322,9 +336,10 @@ class QueueRunner:
             answer = Fail(str(exc))  # it will not fit on any attempt
         elif isinstance(exc, Exception):
             answer = Errored(describe(exc))
-        if self.running.pop(c.seq, None) is not None and not self.is_async:
+        with self.running_lock:
+            was_running = self.running.pop(c.seq, None) is not None
+        if was_running and not self.is_async:
             self.worker.budget.give(1)
-        self.lease_ends.pop(c.seq, None)
         if exc is not None and not isinstance(exc, (Exception, asyncio.CancelledError)):
             raise exc  # SystemExit, KeyboardInterrupt: the worker stops; the lease runs out (JOB-04)
         if answer is not _NO_SETTLEMENT:
@@ -332,10 +347,11 @@ class QueueRunner:
             answer, decision = self._decide(c, answer, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
             self.ended_ids[c.seq] = c.id
-            took = now - run._began if run._began is not None else 0.0
+            took = now - a.began if a.began is not None else 0.0
             if self.ctx.events:
                 self.ctx.events.ran(q.name, took)
-            log_outcome(q, run, answer, exc, decision, now, took)
+            self.tally.add(outcome(decision), took)
+            log_outcome(q.name, c, self.options.attempts, answer, exc, decision, now, took)
         self.poke.set()
 
 
@@ -353,45 +369,50 @@ class QueueRunner:
                     result = encode_json(answer, "the handler's result", q.name, c.id)
                 except InvalidArgument as exc:
                     answer = Errored(f"{type(exc).__name__}: {exc}")
-            decision = decide(answer, c.attempt, q.options, now, result)
+            decision = decide(answer, c.attempt, self.options, now, result)
         rule = rule_of(c.repeat)
         return answer, (repeating(decision, rule, c.at, now) if rule is not None else decision)
 
 
-def log_outcome(q: "Queue", run: Any, answer: Any, exc: Optional[BaseException], decision: Any,
+def log_outcome(queue: str, c: Claimed, attempts: int, answer: Any, exc: Optional[BaseException], decision: Any,
                 now: float, took: float) -> None:
-    """One line per attempt's end: info when it is done or will run again, error when it failed for good."""
-    where = fields(q.name, run.id, run.attempt, outcome(decision), took)
-    head = f"{q.name}/{run.id} attempt {run.attempt}"
+    """A line per attempt's end: debug when it is done, snoozed or asked to run again (``_report`` counts
+    those), warning when it failed and runs again, error when it failed for good."""
+    if isinstance(decision, Done) or (isinstance(decision, Requeue) and decision.reset and decision.error is None) \
+            or isinstance(answer, (Snooze, Retry)):
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+    where = fields(queue, c.id, c.attempt, outcome(decision), took)
+    head = f"{queue}/{c.id} attempt {c.attempt}"
     if isinstance(decision, Done):
-        log.info("%s done in %.3fs", head, took, extra=where)
+        log.debug("%s done in %.3fs", head, took, extra=where)
         return
     reason = (decision.error or "").split("\n", 1)[0]
     trace = exc if isinstance(exc, Exception) else None
     if isinstance(decision, Requeue) and decision.reset:  # a repeating job, waiting for its next time
         if decision.error is None:
-            log.info("%s done in %.3fs; runs again at %s", head, took, from_timestamp(decision.at).isoformat(),
+            log.debug("%s done in %.3fs; runs again at %s", head, took, from_timestamp(decision.at).isoformat(),
                      extra=where)
         else:
             log.error("%s failed after %.3fs: %s; runs again at its next time, %s", head, took, reason,
                       from_timestamp(decision.at).isoformat(), extra=where, exc_info=trace)
     elif isinstance(answer, Snooze):
-        log.info("%s snoozed after %.3fs: runs again in %gs", head, took, answer.delay, extra=where)
+        log.debug("%s snoozed after %.3fs: runs again in %gs", head, took, answer.delay, extra=where)
     elif isinstance(decision, Requeue) and isinstance(answer, Retry):
-        log.info("%s asked to run again after %.3fs: runs again in %.3fs", head, took,
+        log.debug("%s asked to run again after %.3fs: runs again in %.3fs", head, took,
                  max(0.0, decision.at - now), extra=where)
     elif isinstance(decision, Requeue):
         log.warning("%s failed after %.3fs, runs again in %.3fs: %s", head, took, max(0.0, decision.at - now),
                     reason, extra=where, exc_info=trace)
     else:
-        log.error("%s failed for good after %.3fs (attempt %d of %d): %s", head, took, run.attempt,
-                  q.options.attempts, reason, extra=where, exc_info=trace)
+        log.error("%s failed for good after %.3fs (attempt %d of %d): %s", head, took, c.attempt,
+                  attempts, reason, extra=where, exc_info=trace)
 
 
 class Deadlines:
     """The timeouts of a runner's attempts: one timer, at the earliest deadline (JOB-09).
 
-    An attempt's timeout counts from when its handler begins (``run._began``,
+    An attempt's timeout counts from when its handler begins (``Attempt.began``,
     set in the handler's own thread for a ``def`` handler), never from its
     claim. No deadline is ever earlier than its attempt's claim plus the
     timeout, so the timer is armed when an attempt starts and none is armed;
@@ -407,7 +428,7 @@ class Deadlines:
 
     def watch(self) -> None:
         """An attempt was claimed now: make sure the timer fires by the earliest its deadline can be."""
-        timeout = self.runner.queue.options.timeout
+        timeout = self.runner.options.timeout
         if timeout is not None:
             at = self.runner.ctx.clock.now() + timeout
             if self.timer_at is None or at < self.timer_at:
@@ -416,16 +437,16 @@ class Deadlines:
     def _fire(self) -> None:
         self.timer = self.timer_at = None
         runner, now = self.runner, self.runner.ctx.clock.now()
-        timeout = runner.queue.options.timeout
+        timeout = runner.options.timeout
         if timeout is None:
             return
         earliest: Optional[float] = None
-        for seq, (task, run) in list(runner.running.items()):
-            if run._timed_out is not None:
+        for a in list(runner.running.values()):
+            if a.timed_out is not None:
                 continue
-            deadline = (run._began if run._began is not None else now) + timeout
+            deadline = (a.began if a.began is not None else now) + timeout
             if deadline <= now:
-                runner._time_out(seq, task, run)
+                runner.time_out(a)
             elif earliest is None or deadline < earliest:
                 earliest = deadline
         if earliest is not None:
@@ -454,6 +475,7 @@ class Worker:
         self.stopping = asyncio.Event()
         self.giving_up = False  # stopping past the grace period: writes that fail are not tried again
         self.failure: Optional[BaseException] = None
+        self.reported = ctx.clock.now()  # when the last lines about the queues were written (``_report``)
         self.runners = [QueueRunner(self, q, workers) for q in queues]
         self.by_queue: dict[str, list[QueueRunner]] = {}
         for r in self.runners:
@@ -462,6 +484,7 @@ class Worker:
         size = min(sum(sync), max([HANDLER_THREADS, *sync])) if sync else 0
         self.budget = ThreadBudget(size)
         self.threads = HandlerThreads(size)
+        self.renewals = Renewals(ctx, self.runners, self.take_away, self.fail, self.attempt_of)
 
     # Hearing of commits
 
@@ -473,9 +496,9 @@ class Worker:
                 return  # a commit that gives no queue work (a watched job's change, another's claim)
             for seq in notice.cancelled:  # at once, from the thread that heard it: run.cancelled turns true now
                 for r in self.runners:
-                    entry = r.running.get(seq)
-                    if entry is not None:
-                        entry[1]._take_away()
+                    a = r.running.get(seq)
+                    if a is not None:
+                        a.take_away()
             try:
                 loop.call_soon_threadsafe(self._changed, notice)
             except RuntimeError:  # the loop closed: nobody serves any more
@@ -503,9 +526,9 @@ class Worker:
         the async handlers of jobs that were cancelled (JOB-12)."""
         for seq in notice.cancelled:
             for r in self.runners:
-                entry = r.running.get(seq)
-                if entry is not None:
-                    self._take_away(r, *entry)
+                a = r.running.get(seq)
+                if a is not None:
+                    self.take_away(r, a)
         if notice.everything:
             for r in self.runners:
                 r.notice()
@@ -515,10 +538,19 @@ class Worker:
                 for r in self.by_queue.get(name, ()):
                     r.notice()
 
-    def _take_away(self, r: QueueRunner, task: Any, run: Any) -> None:
-        run._take_away()
+    def take_away(self, r: QueueRunner, a: Attempt) -> None:
+        """``a`` no longer holds its lease: its handler is told to stop; an async one is cancelled."""
+        a.take_away()
         if r.is_async:  # after the task's first step, which a task made just now has not had
-            asyncio.get_running_loop().call_soon(task.cancel)
+            asyncio.get_running_loop().call_soon(a.task.cancel)
+
+    def attempt_of(self, task: Any) -> Optional[tuple[str, Attempt]]:
+        """The queue and attempt whose handler ``task`` runs, or None (from any thread)."""
+        for r in self.runners:
+            for a in r.attempts():
+                if a.task is task:
+                    return r.queue.name, a
+        return None
 
     # Background tasks
 
@@ -533,58 +565,19 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
-    async def _renew(self) -> None:
-        """Renew the leases of running attempts every lease/2; through an outage, retry, and tell the
-        handlers whose lease would run out before a renewal could be written."""
-        clock = self.ctx.clock
-        shortest = min(r.queue.options.lease for r in self.runners)
-        retrying = Retrying(self.ctx.outages, "lease renewals", longest=min(LONGEST_RETRY, shortest / 8))
-        wait = shortest / 2
+    async def _report(self) -> None:
+        """A line per queue where attempts ended, every REPORT_EVERY seconds of the store's clock."""
         while True:
-            if retrying.failing:
-                await self.pause(wait)
-            else:
-                await clock.sleep(wait)
-            try:
-                await self._renew_all()
-            except Exception as exc:
-                wait = retrying.failed(exc)
-                self._lapse(retrying.longest)
-                continue
-            retrying.ok()
-            wait = min(r.queue.options.lease for r in self.runners) / 2
+            await self.ctx.clock.sleep(REPORT_EVERY)
+            self._report_now()
 
-    async def _renew_all(self) -> None:
-        """Renew each queue's running leases; a handler whose lease is no longer held (a cancel, in
-        any process) is told to stop, at the latest here."""
-        clock = self.ctx.clock
-        for r in self.runners:
-            if r.running:
-                expires = clock.now() + r.queue.options.lease
-                seqs = list(r.running)
-                held = await written(self.ctx.backend.renew(r.queue.name, self.ctx.owner, expires, seqs))
-                for seq in seqs:
-                    entry = r.running.get(seq)
-                    if entry is None:
-                        continue
-                    if seq in held:
-                        r.lease_ends[seq] = max(r.lease_ends.get(seq, expires), expires)
-                    elif not entry[1]._taken_away:
-                        self._take_away(r, *entry)
-
-    def _lapse(self, margin: float) -> None:
-        """Renewals keep failing: an attempt whose lease runs out before the next try is told to stop
-        (``run.cancelled``); another process may take its job once it has, and its answer settles nothing."""
+    def _report_now(self) -> None:
         now = self.ctx.clock.now()
+        period, self.reported = now - self.reported, now
         for r in self.runners:
-            for seq, (task, run) in list(r.running.items()):
-                ends = r.lease_ends.get(seq)
-                if ends is not None and now + margin >= ends and not run._taken_away:
-                    log.warning("%s/%s attempt %d: its lease could not be renewed and runs out in %.1fs; its "
-                                "handler is told to stop (run.cancelled), and the job runs again",
-                                r.queue.name, run.id, run.attempt, max(0.0, ends - now),
-                                extra=fields(r.queue.name, run.id, run.attempt))
-                    self._take_away(r, task, run)
+            line = r.tally.line(r.queue.name, period, len(r.running))
+            if line is not None:
+                log.info("%s", line, extra={"tinystore_queue": r.queue.name})
 
     async def _maintain(self, period: float) -> None:
         """Remove what is past keep and dedupe every ``period``, in a thread; through an outage, retry."""
@@ -646,7 +639,8 @@ class Worker:
         Raises why, when a task could not go on (see ``fail``).
         """
         listener = await self._subscribe()
-        background = [asyncio.ensure_future(self._renew()), asyncio.ensure_future(self._end_dead())]
+        self.renewals.start()
+        background = [asyncio.ensure_future(self._end_dead()), asyncio.ensure_future(self._report())]
         if self.maintain_every is not None:
             background.append(asyncio.ensure_future(self._maintain(self.maintain_every)))
         serving = [asyncio.ensure_future(r.serve()) for r in self.runners]
@@ -662,8 +656,8 @@ class Worker:
                                 "attempt", still, self.grace)
                 self.giving_up = True
                 for r in self.runners:
-                    for task, _ in list(r.running.values()):
-                        task.cancel()
+                    for a in r.attempts():
+                        a.task.cancel()
                     r.poke.set()
                 _, pending = await asyncio.wait(pending, timeout=SETTLE_AFTER_GRACE)
                 for t in pending:
@@ -671,12 +665,14 @@ class Worker:
                 if pending:
                     await asyncio.wait(pending)
         finally:
+            self.renewals.stop()
             for t in background:
                 t.cancel()
             self.ctx.notices.unsubscribe(listener)
             for t in serving:
                 t.cancel()
             self.threads.shutdown(wait=False)
+        self._report_now()  # what ended since the last line
         for t in serving + background:
             if t.done() and not t.cancelled() and t.exception() is not None and self.failure is None:
                 self.failure = t.exception()
@@ -685,8 +681,7 @@ class Worker:
     async def run_until_idle(self) -> None:
         """Run what is due now, in rounds, until a round finds nothing to claim."""
         listener = await self._subscribe()
-        renewer = asyncio.ensure_future(self._renew())  # a long handler keeps its lease here too
-        renewer.add_done_callback(self._supervise)
+        self.renewals.start()  # a long handler keeps its lease here too
         try:
             while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
                 if self.stopping.is_set():
@@ -696,7 +691,7 @@ class Worker:
         except CannotGoOn as stop:
             self.failure = self.failure or stop
         finally:
-            renewer.cancel()
+            self.renewals.stop()
             self.ctx.notices.unsubscribe(listener)
             self.threads.shutdown(wait=True)
         self._raise_failure()
