@@ -40,7 +40,7 @@ from ._stalls import Stalls
 
 if TYPE_CHECKING:
     from ._context import Context
-    from ._worker import QueueRunner
+    from ._runner import QueueRunner
 
 log = logging.getLogger("tinystore.worker")
 

@@ -109,7 +109,7 @@ def decide_lost(attempt: int, opts: QueueOptions, now: float, repeat: Optional[s
 
 
 def repeating(decision: Decision, repeat: Repeat, due: float, now: float) -> Decision:
-    """What ``decision`` becomes for a job that repeats (SPEC §8): it is never done and never fails for
+    """What ``decision`` becomes for a job that repeats: it is never done and never fails for
     good, but waits for its rule's next time after its own time (``due``) and after now, its attempts
     from zero, keeping a failure as its error. A retry or snooze that would pass the next time is not
     made: the job waits for the next time instead, so it never misses one."""
