@@ -9,9 +9,12 @@ stderr going to a file (as under a process manager that keeps the log):
 once at the default level (info), once with ``--log-level warning``, in turn,
 so that both see the same machine. The application's async handler counts its
 runs; the last one writes the seconds from the first run's start to its own
-end, and stops the worker with SIGTERM. A round's figure is jobs / seconds;
-the table gives each level's rounds and median, the ratio of the medians
-(shipped / warning), and the log's lines per job.
+end, and stops the worker with SIGTERM. A round's figures are jobs / seconds
+and the CPU seconds the worker process used (its own accounting, from
+``wait4``: what a machine others load changes least). The table gives each
+level's rounds and median, the log's lines per job, and the ratios shipped /
+warning of each round's pair, with their median: on a machine whose speed
+drifts, the pairs compare like with like.
 
 ``--backend postgres``: each store is a schema of its own in a database made
 on the server of ``--postgres`` (the admin connection's URL), dropped at the end.
@@ -99,8 +102,10 @@ class Stores:
                 conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
 
 
-def drain(folder: str, target: str, schema: Optional[str], jobs: int, level_args: list[str]) -> tuple[float, int]:
-    """Run the worker command until it drained ``jobs``: (jobs per second, lines it logged)."""
+def drain(folder: str, target: str, schema: Optional[str], jobs: int,
+          level_args: list[str]) -> tuple[float, float, int]:
+    """Run the worker command until it drained ``jobs``: (jobs per second, the CPU seconds its process used,
+    lines it logged)."""
     result = os.path.join(folder, "result.txt")
     if os.path.exists(result):
         os.remove(result)
@@ -108,14 +113,16 @@ def drain(folder: str, target: str, schema: Optional[str], jobs: int, level_args
     env = dict(os.environ, BENCH_TARGET=target, BENCH_SCHEMA=schema or "", BENCH_JOBS=str(jobs),
                BENCH_RESULT=result)  # the worker imports the tinystore this script imported (PYTHONPATH)
     with open(log_path, "w") as log:
-        code = subprocess.run([sys.executable, "-m", "tinystore.cli", "worker", "bench_app:store", *level_args],
-                              cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=log, timeout=600).returncode
+        proc = subprocess.Popen([sys.executable, "-m", "tinystore.cli", "worker", "bench_app:store", *level_args],
+                                cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        _, status, usage = os.wait4(proc.pid, 0)  # its own CPU time: what a loaded machine changes least
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
     with open(log_path) as log:
         lines = sum(1 for _ in log)
     if code != 0 or not os.path.exists(result):
         raise SystemExit(f"the worker exited {code} without draining the store; its log is {log_path}")
     with open(result) as f:
-        return jobs / float(f.read()), lines
+        return jobs / float(f.read()), usage.ru_utime + usage.ru_stime, lines
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -131,13 +138,15 @@ def main(argv: Optional[list[str]] = None) -> None:
         f.write(APP)
     stores = Stores(args.backend, folder, args.postgres)
     rates: dict[str, list[float]] = {level: [] for level in LEVELS}
+    cpu: dict[str, list[float]] = {level: [] for level in LEVELS}
     lines: dict[str, list[int]] = {level: [] for level in LEVELS}
     try:
         for _ in range(args.rounds):
             for level, level_args in LEVELS.items():
                 target, schema = stores.fill(args.jobs)
-                rate, logged = drain(folder, target, schema, args.jobs, level_args)
+                rate, seconds, logged = drain(folder, target, schema, args.jobs, level_args)
                 rates[level].append(rate)
+                cpu[level].append(seconds)
                 lines[level].append(logged)
                 if args.backend == "sqlite":
                     for suffix in ("", "-wal", "-shm"):
@@ -151,9 +160,16 @@ def main(argv: Optional[list[str]] = None) -> None:
     for level in LEVELS:
         print(f"  {level:8} median {medians[level]:9,.0f} jobs/s  rounds {', '.join(f'{r:,.0f}' for r in rates[level])}"
               f"  log lines per job {max(lines[level]) / args.jobs:.4f}")
-    print(f"  shipped / warning: {medians['shipped'] / medians['warning']:.3f}")
-    print(json.dumps({"backend": args.backend, "jobs": args.jobs, "rates": rates, "log_lines": lines,
-                      "ratio": medians["shipped"] / medians["warning"], "load_average": os.getloadavg(),
+    pairs = [a / b for a, b in zip(rates["shipped"], rates["warning"])]
+    print(f"  jobs/s shipped / warning, round by round: {', '.join(f'{p:.2f}' for p in pairs)}; "
+          f"median {statistics.median(pairs):.3f}")
+    cpu_pairs = [a / b for a, b in zip(cpu["shipped"], cpu["warning"])]
+    print(f"  worker CPU seconds shipped / warning, round by round: {', '.join(f'{p:.2f}' for p in cpu_pairs)}; "
+          f"median {statistics.median(cpu_pairs):.3f} (medians {statistics.median(cpu['shipped']):.2f}s "
+          f"/ {statistics.median(cpu['warning']):.2f}s)")
+    print(json.dumps({"backend": args.backend, "jobs": args.jobs, "rates": rates, "cpu_seconds": cpu,
+                      "log_lines": lines, "ratios": pairs, "ratio": statistics.median(pairs),
+                      "cpu_ratio": statistics.median(cpu_pairs), "load_average": os.getloadavg(),
                       "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
 
 
