@@ -135,27 +135,29 @@ class Renewals:
             wait = self._shortest() / 2
 
     async def _renew_all(self) -> None:
-        """Renew each queue's running leases; an attempt whose lease is no longer held is taken away."""
-        clock = self.ctx.clock
         for r in self.runners:
-            now = clock.now()
-            attempts = [a for a in r.attempts() if self._renews(r, a, now)]
-            if not attempts:
-                continue
-            expires = now + r.options.lease
-            held = await written(self.ctx.backend.renew(r.queue.name, self.ctx.owner, expires,
-                                                        [a.seq for a in attempts]))
-            for a in attempts:
-                if a.seq in held:
-                    a.lease_ends = max(a.lease_ends, expires)
-                elif not a.taken_away:
-                    self._take_away(r, a)
+            await self.renew(r)
+
+    async def renew(self, r: "QueueRunner", overdue_only: bool = False) -> None:
+        """Renew ``r``'s running leases (with ``overdue_only``, those whose lease has run out by the clock,
+        unless renewed meanwhile); an attempt whose lease is no longer held is taken away. On any loop."""
+        now = self.ctx.clock.now()
+        attempts = [a for a in r.attempts() if (not overdue_only or a.lease_ends <= now) and self._renews(r, a, now)]
+        if not attempts:
+            return
+        expires = now + r.options.lease
+        held = await written(self.ctx.backend.renew(r.queue.name, self.ctx.owner, expires, [a.seq for a in attempts]))
+        for a in attempts:
+            if a.seq in held:
+                a.lease_ends = max(a.lease_ends, expires)
+            elif not a.taken_away:
+                self._take_away(r, a)
 
     def _renews(self, r: "QueueRunner", a: Attempt, now: float) -> bool:
         """Whether ``a``'s lease is renewed now: not once an async handler is a lease past its timeout."""
         timeout = r.options.timeout
-        if not a.renewed or not r.is_async or timeout is None:
-            return a.renewed
+        if a.taken_away or not a.renewed or not r.is_async or timeout is None:
+            return a.renewed and not a.taken_away
         since = a.began if a.began is not None else a.started
         if now < since + timeout + r.options.lease:
             return True

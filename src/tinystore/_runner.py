@@ -53,6 +53,9 @@ class Serving(Protocol):
     async def pause(self, seconds: float) -> None:
         """Wait before a failed write is tried again."""
 
+    async def renew_overdue(self, runner: "QueueRunner") -> None:
+        """Renew the runner's leases that have run out by the clock and are not renewed yet."""
+
 
 class QueueRunner:
     """One queue's claim cycles and attempts in a worker."""
@@ -159,6 +162,11 @@ class QueueRunner:
         return self.wake_at is not None and self.wake_at <= now
 
     async def _cycle(self, want: int) -> list[Claimed]:
+        # A cycle ends the leases that ran out, this process's own too. The renewals' thread renews them
+        # in time, but a clock that jumps (set forward, or a FakeClock's advance) can pass a lease's end
+        # before that thread has heard of it: renew those first, so the cycle never takes a job from a
+        # handler that still runs here.
+        await self.worker.renew_overdue(self)
         settlements, self.settled = self.settled, []
         q = self.queue
         try:

@@ -150,6 +150,9 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
+    async def renew_overdue(self, runner: QueueRunner) -> None:
+        await self.renewals.renew(runner, overdue_only=True)
+
     async def _report(self) -> None:
         """A line per queue where attempts ended, every REPORT_EVERY seconds of the store's clock."""
         while True:
