@@ -7,6 +7,9 @@ no longer held (its job was cancelled, in any process) takes its attempt away:
 its handler is told to stop, on the worker's loop once that loop runs again.
 Through an outage it retries; an attempt whose lease would run out before the
 next try is told to stop (``run.cancelled``), and the job runs again elsewhere.
+A clock that jumps past a lease's end before this thread has heard of it is
+caught by the runner: each claim cycle first renews, on the worker's loop,
+the leases that have run out by the clock (``renew(runner, overdue_only=True)``).
 
 The thread runs an event loop of its own, so that it waits on the store's
 clock as the worker does (a ``FakeClock`` moves it too) and hears stalls of
