@@ -1,4 +1,4 @@
-"""Typed payloads (SPEC §9): a handler whose payload parameter is annotated with a dataclass or a
+"""Typed payloads: a handler whose payload parameter is annotated with a dataclass or a
 pydantic model gets an instance of it, made from the stored JSON.
 
 The type is read once, when the handler is registered. ``add`` stores an

@@ -54,12 +54,12 @@ class Command(BaseCommand):
         parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
         parser.add_argument("--queues", help="run only these queues, comma-separated (default: the backend's "
                                              "QUEUES)")
-        parser.add_argument("--workers", type=worker._positive_int, metavar="N",
+        parser.add_argument("--workers", type=worker.positive_int, metavar="N",
                             help="tasks at once per queue (default 16, each in a thread)")
         parser.add_argument("--grace", default="30s",
                             help="how long running tasks may finish after SIGTERM (default 30s)")
         parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-        parser.add_argument("--metrics-port", type=worker._port, metavar="PORT",
+        parser.add_argument("--metrics-port", type=worker.port, metavar="PORT",
                             help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)")
         parser.add_argument("--metrics-host", default="127.0.0.1",
                             help="the address --metrics-port binds (default 127.0.0.1: this machine only)")
