@@ -11,8 +11,11 @@ on stdin, ``result {json}``. Modes:
   then stops itself with SIGTERM.
 - ``latency PATH``: ``serve()``; each handler start prints ``lat N SECONDS`` (from
   the time the payload carries), until SIGTERM.
-- ``hold PATH --leases N``: ``serve(workers=N)`` with handlers that never end;
+- ``hold PATH --leases N [--lease SECONDS]``: ``serve(workers=N)`` with handlers that never end;
   prints ``held N`` once N run. The parent then kills it with SIGKILL.
+- ``scale PATH --workers N --sleep SECONDS --tally FILE --slot K``: on "go", ``serve(workers=N)`` with
+  handlers that await ``asyncio.sleep(SECONDS)`` (I/O-bound jobs) and count themselves in the tally,
+  until SIGTERM.
 """
 
 from __future__ import annotations
@@ -164,7 +167,7 @@ def latency(args: argparse.Namespace) -> None:
 
 def hold(args: argparse.Namespace) -> None:
     store = tinystore.open(args.path, durability=args.durability)
-    queue = store.queue(QUEUE)
+    queue = store.queue(QUEUE) if args.lease is None else store.queue(QUEUE, lease=args.lease)
     running = [0]
 
     @queue.work
@@ -178,9 +181,23 @@ def hold(args: argparse.Namespace) -> None:
     store.serve(workers=args.leases)
 
 
+def scale(args: argparse.Namespace) -> None:
+    tally = Tally(args.tally, args.slot)
+    store = tinystore.open(args.path, durability=args.durability)
+
+    @store.queue(QUEUE).work
+    async def handle(payload: Any, run: Any) -> None:
+        await asyncio.sleep(args.sleep)
+        tally.add()
+
+    wait_for_go()
+    store.serve(workers=args.workers)
+    store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["drain", "groups", "latency", "hold"])
+    parser.add_argument("mode", choices=["drain", "groups", "latency", "hold", "scale"])
     parser.add_argument("path")
     parser.add_argument("--durability", default="full")
     parser.add_argument("--handler", default="async")
@@ -189,12 +206,15 @@ def main() -> None:
     parser.add_argument("--others", type=int, default=0)
     parser.add_argument("--hot-seconds", type=float, default=2.0, help="then serve the hot group alone this long")
     parser.add_argument("--leases", type=int, default=1_000)
+    parser.add_argument("--lease", type=float, help="hold: the queue's lease, in seconds (renewed every lease/2)")
+    parser.add_argument("--workers", type=int, default=20, help="scale: serve(workers=N)")
+    parser.add_argument("--sleep", type=float, default=0.050, help="scale: what each handler awaits, in seconds")
     parser.add_argument("--tally", help="the shared file that counts jobs run across processes")
     parser.add_argument("--slot", type=int, default=0)
     parser.add_argument("--expect", type=int, default=0, help="jobs in the store: the drain ends when all ran")
     parser.add_argument("--grace", type=float, default=3.0, help="seconds to wait for run_until_idle() to return")
     args = parser.parse_args()
-    {"drain": drain, "groups": groups, "latency": latency, "hold": hold}[args.mode](args)
+    {"drain": drain, "groups": groups, "latency": latency, "hold": hold, "scale": scale}[args.mode](args)
 
 
 if __name__ == "__main__":

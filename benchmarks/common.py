@@ -45,7 +45,12 @@ FULL = {
     "w6_jobs": 10_000, "w6_steps": 3,
     "w7_waiting": [100, 100_000], "w7_one_off": 2_000, "w7_due_repeats": 1_000,
     "w8_jobs": 1_000_000,
+    "w9_processes": [1, 2, 4, 8], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 2.0, "w9_window_s": 5.0,
+    "w10_adds": 200, "w10_jobs": 50, "w10_interval": 0.100, "w10_leases": 5, "w10_lease_s": 2.0,
 }
+# Through a relay (``run.py --relay``) every statement waits for the network: the counts that would
+# take minutes at 2 ms a round trip are smaller (the rates and latencies are per job all the same).
+RELAYED = {"baseline_single": 300, "baseline_paced": 50, "w1_adds": 1_000, "w2_jobs": [10_000]}
 SMALL = {  # every workload runs, each in a second or two: proves the suite works, measures little
     "baseline_single": 100, "baseline_batched": 1_000, "baseline_paced": 5,
     "w1_adds": 200, "w1_threads": [8, 32], "w1_batch": 100,
@@ -56,6 +61,8 @@ SMALL = {  # every workload runs, each in a second or two: proves the suite work
     "w6_jobs": 300, "w6_steps": 3,
     "w7_waiting": [100, 10_000], "w7_one_off": 200, "w7_due_repeats": 100,
     "w8_jobs": 10_000,
+    "w9_processes": [1, 2], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 0.5, "w9_window_s": 1.0,
+    "w10_adds": 20, "w10_jobs": 5, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
 }
 
 
@@ -291,7 +298,7 @@ class PostgresTarget(Target):
         "w3_same_p99_ms": 10, "w3_other_p50_ms": 3, "w3_other_p99_ms": 10, "w5_ms_per_1000": None,
     }
 
-    def __init__(self, workdir: str, admin_url: str):
+    def __init__(self, workdir: str, admin_url: str, relay: Optional["RelayProcess"] = None):
         super().__init__(workdir)
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
@@ -302,15 +309,23 @@ class PostgresTarget(Target):
         self.prefix = f"ts_bench_{os.urandom(4).hex()}"
         self.databases: list[str] = []
         self._admin = psycopg.connect(admin_url, autocommit=True)
+        self.relay = relay  # where given, every store's URL reaches the server through it
 
-    def url(self, dbname: str) -> str:
-        """The URL of a database of this server (the admin URL's user, host, port and password)."""
+    def server_address(self) -> tuple[str, int]:
+        return self._params.get("host") or "127.0.0.1", int(self._params.get("port") or 5432)
+
+    def url(self, dbname: str, via: Optional[int] = None) -> str:
+        """The URL of a database of this server (the admin URL's user, host, port and password); with ``via``,
+        through the relay listening on that port of 127.0.0.1."""
         from urllib.parse import quote, urlencode
         params = dict(self._params)
         user = params.pop("user", "") or ""
         password = params.pop("password", None)
         host = params.pop("host", None) or "127.0.0.1"
         port = params.pop("port", None) or "5432"
+        if via is not None:
+            host, port = "127.0.0.1", str(via)
+            params["sslmode"] = "disable"  # the relay counts the protocol's messages: they must be plain
         params.pop("dbname", None)
         auth = f"{quote(user, safe='')}{':' + quote(password, safe='') if password else ''}@" if user else ""
         query = f"?{urlencode(params)}" if params else ""  # sslmode and the like, as the admin URL gives them
@@ -334,7 +349,15 @@ class PostgresTarget(Target):
                 if attempt == 19:
                     raise
                 time.sleep(0.25)
-        return self.url(dbname)
+        return self.url(dbname, via=None if self.relay is None else self.relay.port)
+
+    def direct(self, location: str) -> str:
+        """The URL of a store's database reached directly (for the benchmark's own counts)."""
+        return self.url(self.dbname(location))
+
+    def through(self, location: str, relay: "RelayProcess") -> str:
+        """The URL of a store's database through ``relay``."""
+        return self.url(self.dbname(location), via=relay.port)
 
     def new(self, name: str) -> str:
         return self._create(name)
@@ -349,7 +372,7 @@ class PostgresTarget(Target):
 
     def count(self, location: str, sql: str, params: tuple = ()) -> int:
         sql = sql.format(**{t: f"tinystore.{t}" for t in TABLES}).replace("?", "%s")
-        with self._psycopg.connect(location, autocommit=True) as conn:
+        with self._psycopg.connect(self.direct(location), autocommit=True) as conn:
             return conn.execute(sql, params).fetchone()[0]
 
     def remove(self, location: str) -> None:
@@ -405,6 +428,28 @@ def reachable(admin_url: str) -> Optional[str]:
     except psycopg.Error as exc:
         return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}"
     return None
+
+
+# A network between the benchmark and the server
+
+class RelayProcess:
+    """``benchmarks/relay.py`` in a process of its own (so that its threads share no GIL with what is
+    measured), relaying to ``to`` with ``delay_ms`` each way; ``mark()`` returns what it counted since the
+    last mark (``relay.by_kind`` reads it)."""
+
+    def __init__(self, to: tuple[str, int], delay_ms: float, record: bool = False):
+        self.delay_ms = delay_ms
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "relay.py"), "--to", f"{to[0]}:{to[1]}",
+                                      "--delay-ms", repr(delay_ms), *(["--record"] if record else [])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(read_line(self.proc, "port ", timeout=30))
+
+    def mark(self) -> list[dict[str, Any]]:
+        say(self.proc, "mark")
+        return json.loads(read_line(self.proc, "counts ", timeout=60))
+
+    def close(self) -> None:
+        finish(self.proc, timeout=30)
 
 
 # Child processes
@@ -541,6 +586,9 @@ class Tally:
 
     def mine(self) -> int:
         return self._counts[self._slot]
+
+    def of(self, slot: int) -> int:
+        return self._counts[slot]
 
 
 def memory() -> dict[str, Optional[float]]:

@@ -220,7 +220,7 @@ def explain(target: PostgresTarget, jobs: int, backlog: int, want: int = 200) ->
                                       ("take", q.take, (more,)),
                                       ("take (the session's second)", q.take, (seqs,)),
                                       ("lease_insert", q.lease_insert, (1, now + 60, seqs)),
-                                      ("next_ungrouped", q.next_ungrouped, ("bench",)),
+                                      ("next_times", q.next_times, {"queue": "bench"}),
                                       ("leases_end_many", q.leases_end_many, (seqs, [1] * len(seqs))),
                                       ("jobs_delete_many", q.jobs_delete_many, (seqs,))):
                 lines.append(f"-- {name}")

@@ -2,9 +2,9 @@
 
     python benchmarks/run.py [--small] [--only W1,W3] [--durability full] [--repeat N]
                              [--results DIR] [--markdown] [--keep]
-                             [--backend sqlite|postgres] [--postgres ADMIN_URL]
+                             [--backend sqlite|postgres] [--postgres ADMIN_URL] [--relay MS] [--short]
 
-The workloads are ``workloads/w1_add.py`` ... ``w8_reads.py`` (docs/benchmarks.md
+The workloads are ``workloads/w1_add.py`` ... ``w10_trips.py`` (docs/benchmarks.md
 says what each measures); worker processes run
 ``child.py``. Every run first measures the raw-SQLite baseline (``baseline.py``) on the same
 disk at the same ``synchronous`` setting, and every figure is reported with
@@ -21,6 +21,12 @@ dropped at the end), the workers get its URL, and the baseline is raw psycopg
 on that server (``baseline_postgres.py``), at the ``synchronous_commit``
 tinystore sets for the durability. What differs between the backends is in
 ``common.Target`` / ``common.PostgresTarget``.
+
+``--relay MS`` (PostgreSQL): every store, worker and the raw baseline reach
+the server through ``relay.py``, which holds every byte MS milliseconds each
+way (a server a network away: 0.25 or 1 ms); the sizes that count statements
+one by one are smaller (``common.RELAYED``; ``--short`` takes them without a
+relay). The header gives a raw ``SELECT 1`` through the relay and direct.
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ from typing import Any, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baseline  # noqa: E402
-from common import FULL, HERE, SMALL, Context, PostgresTarget, Row, Target, reachable  # noqa: E402
+from common import (FULL, HERE, RELAYED, SMALL, Context, PostgresTarget, RelayProcess, Row, Target,  # noqa: E402
+                    reachable)
 
-DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
+DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10"]
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 OPTIONAL = {"LIMITS": "limits", "WATCH": "watch"}  # modules other helpers write: main(argv)
 
@@ -64,10 +71,12 @@ def environment(durability: str, workdir: str, target: Target) -> dict[str, Any]
         "platform": platform.platform(),
         "load_average_at_start": list(os.getloadavg()),
         "store_folder": workdir,
+        "relay_ms": None,
     }
     if isinstance(target, PostgresTarget):
         found["postgres"] = {"server": _scrubbed(target.admin_url), "database_prefix": target.prefix,
                              **target.server()}
+        found["relay_ms"] = None if target.relay is None else target.relay.delay_ms
     return found
 
 
@@ -150,6 +159,10 @@ def header_lines(env: dict[str, Any], base: dict[str, Any], command: str) -> lis
             f"life {s['life_per_s']:,.0f} jobs/s, one commit {base['commit_ms']:.2f} ms (one every 20 ms: "
             f"{base['commit_paced_ms']:.2f} ms), one round trip {base['round_trip_ms']:.3f} ms; 100 rows/txn: "
             f"insert {b['insert_per_s']:,.0f}/s, life {b['life_per_s']:,.0f} jobs/s",
+            *([] if env.get("relay_ms") is None else [
+                f"network: every connection (stores, workers, the raw baseline) through a relay holding every "
+                f"byte {env['relay_ms']:g} ms each way; a raw SELECT 1 takes {base['round_trip_ms']:.3f} ms "
+                f"through it, {base['direct_round_trip_ms']:.3f} ms direct"]),
         ]
     return [
         f"command: {command}",
@@ -173,9 +186,13 @@ def measure_baseline(ctx: Context) -> dict[str, Any]:
     import baseline_postgres
     url = ctx.path("baseline")
     try:
-        return baseline_postgres.run(url, baseline_postgres.synchronous_commit(ctx.durability),
-                                     sizes["baseline_single"], sizes["baseline_batched"], sizes["baseline_paced"],
-                                     sizes["w3_interval"], ctx.repeat)
+        found = baseline_postgres.run(url, baseline_postgres.synchronous_commit(ctx.durability),
+                                      sizes["baseline_single"], sizes["baseline_batched"], sizes["baseline_paced"],
+                                      sizes["w3_interval"], ctx.repeat)
+        import psycopg
+        with psycopg.connect(ctx.target.direct(url), autocommit=True) as conn:
+            found["direct_round_trip_ms"] = baseline_postgres.round_trip_ms(conn)
+        return found
     finally:
         ctx.remove(url)
 
@@ -210,7 +227,15 @@ def parse(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--postgres", default=ADMIN_URL, metavar="ADMIN_URL",
                         help=f"with --backend postgres: the server's admin connection ({ADMIN_URL}); "
                              "each store is a database made there for it and dropped at the end")
+    parser.add_argument("--short", action="store_true",
+                        help="the sizes of a relayed run (common.RELAYED) without a relay: figures side by side "
+                             "with --relay's, and a run that ends sooner on a busy machine")
+    parser.add_argument("--relay", type=float, metavar="MS",
+                        help="with --backend postgres: reach the server through a relay that holds every byte "
+                             "MS milliseconds each way (e.g. 0.25, 1)")
     args = parser.parse_args(argv)
+    if args.relay is not None and (args.backend != "postgres" or args.relay < 0):
+        parser.error("--relay takes a delay >= 0 and needs --backend postgres")
     args.only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
     unknown = [w for w in args.only if w not in DEFAULT and w not in OPTIONAL]
     if unknown:
@@ -229,10 +254,16 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"the PostgreSQL server of --postgres cannot be reached: {why}", file=sys.stderr)
             return 2
     workdir = tempfile.mkdtemp(prefix="tinystore-bench-")
-    target = PostgresTarget(workdir, args.postgres) if args.backend == "postgres" else Target(workdir)
+    relay = None
+    if args.relay is not None:
+        from psycopg.conninfo import conninfo_to_dict
+        params = conninfo_to_dict(args.postgres)
+        relay = RelayProcess((params.get("host") or "127.0.0.1", int(params.get("port") or 5432)), args.relay)
+    target = PostgresTarget(workdir, args.postgres, relay) if args.backend == "postgres" else Target(workdir)
     env = environment(args.durability, workdir, target)
-    ctx = Context(sizes=SMALL if args.small else FULL, durability=args.durability, workdir=workdir,
-                  repeat=max(1, args.repeat), target=target)
+    sizes = SMALL if args.small else {**FULL, **RELAYED} if relay is not None or args.short else FULL
+    ctx = Context(sizes=sizes, durability=args.durability, workdir=workdir, repeat=max(1, args.repeat),
+                  target=target)
     began = time.perf_counter()
     failures = 0
     header: list[str] = []
@@ -257,13 +288,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not args.keep:
             target.close()
             shutil.rmtree(workdir, ignore_errors=True)
+        if relay is not None:
+            relay.close()
     rows = [r for name in args.only for r in ctx.results.get(name, [])]
     env["load_average_at_end"] = list(os.getloadavg())
     env["seconds"] = time.perf_counter() - began
     print()
     for line in table_lines(rows, args.markdown):
         print(line)
-    document = {"command": command.strip(), "small": args.small, "repeat": ctx.repeat, "environment": env,
+    document = {"command": command.strip(), "small": args.small, "short": args.short, "repeat": ctx.repeat, "environment": env,
                 "sizes": ctx.sizes, "baseline": ctx.baseline, "rows": [r.to_json() for r in rows]}
     markdown = [f"- {line}" for line in header] + ["", *table_lines(rows, markdown=True)]
     path = write_results(document, markdown, args.results)

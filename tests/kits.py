@@ -149,6 +149,10 @@ class Kit:
         return [JobRow(*r) for r in self._rows(
             target, "SELECT queue, id, state, attempt, payload FROM tinystore_jobs ORDER BY queue, id")]
 
+    def job_ends(self, target: str) -> list[tuple]:
+        """Every job's (id, state, attempt, at, expires, error) as stored, by id: how its attempts ended."""
+        return [tuple(r) for r in self._rows(target, "SELECT id, state, attempt, at, expires, error FROM tinystore_jobs ORDER BY id")]
+
     def counted_by_scan(self, target: str, now: float) -> dict[str, dict[str, Any]]:
         """What ``store.stats()`` says of jobs at ``now``, counted from every job row: per queue with
         jobs, its jobs per state (queued split at ``now`` into scheduled and waiting; those past their

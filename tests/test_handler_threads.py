@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import tinystore
-from tinystore._worker import SYNC_SLOTS
+from tinystore._runner import SYNC_SLOTS
 
 WAIT = 20.0
 

@@ -6,15 +6,19 @@ survives, and runs at least once. The package's modules:
 - ``_store``       open(), Store: queues, transactions, serving, operations
 - ``_context``     Context: what the modules below Store are handed (backend, clock, owner, notices)
 - ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
-- ``_worker``      claim cycles, handlers, timeouts, lease renewal, shutdown
-- ``_threads``     the threads that run ``def`` handlers for a worker
+- ``_worker``      Worker: one event loop for its queues' runners, notices, liveness, shutdown
+- ``_runner``      QueueRunner: one queue's claim cycles, and the attempts they start and end
+- ``_attempt``     the worker's record of one attempt; ``_ending`` what its end means; ``_deadlines`` timeouts
+- ``_budget``, ``_threads``   the threads that run ``def`` handlers for a worker, handed out in turn
+- ``_renewals``    lease renewals on a thread of the worker's own; ``_stalls`` hears a blocked loop
+- ``_report``      a serving worker's line per queue now and then
 - ``_run``         Run / AsyncRun: steps, run.transaction, progress, answers
 - ``_settle``      what an ended attempt does to its job (backoff, attempts, a repeating job's next time)
 - ``_repeat``      repeat rules: ``cron`` text in a zone, ``every`` a duration
 - ``_watch``       watchers, one reader per store
 - ``_notify``      the backend's notices of commits, told to every worker and watcher
 - ``_outage``      background tasks riding out a store that cannot be written for a while
-- ``_jobstate``    JobState and Job
+- ``_jobstate``    JobState (what you read of a job) and Job (what you give add_many)
 - ``_options``, ``_durations``, ``_values``   checking what users give
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
 - ``_errors``      the error tree

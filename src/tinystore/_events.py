@@ -14,9 +14,10 @@ attempts and processes.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from .backends._base import Claimed, Settlement
+if TYPE_CHECKING:  # types only: the backends log with fields, and import nothing of the core's at import
+    from .backends._base import Claimed, Settlement
 
 
 class Events(Protocol):

@@ -1,9 +1,9 @@
-"""What users see of a job: ``JobState``, and ``Job`` for ``add_many``."""
+"""A job as users read it (``JobState``), and one item given to ``add_many`` (``Job``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Callable, Optional, Union
 
@@ -17,7 +17,9 @@ STATES = ("scheduled", "waiting", "running", "done", "failed", "cancelled")
 
 @dataclass(frozen=True)
 class JobState:
-    """A job as it was when it was read.
+    """What you read of a job: what ``add``, ``get``, ``jobs`` and ``watch`` return, as it was when read.
+
+    (What you give ``add_many`` to add a job is a ``tinystore.Job``.)
 
     ``state`` is one of scheduled, waiting, running, done, failed (and
     cancelled, which only a watcher sees). ``at`` is when the job is or was
@@ -26,9 +28,13 @@ class JobState:
     handler reported; ``result`` what the handler returned (JSON) once it is
     done; ``repeat`` the rule of a repeating job (``tinystore.cron`` or
     ``tinystore.every``; None for a job that runs once, and where its rule
-    cannot be read); ``added`` whether ``add`` wrote this job. ``ahead``
-    counts the due jobs of the queue that start before this one, read when
-    first asked for.
+    cannot be read); ``added`` whether ``add`` wrote this job.
+
+    ``ahead`` counts the due jobs of the queue that start before a waiting
+    one (0 for any other state). It costs a query of the store (a count over
+    the due jobs), so it is counted when first read, then kept; first read
+    after its store was closed, it raises ``tinystore.Closed``. A watcher's
+    states come with it counted.
     """
 
     id: str
@@ -48,6 +54,7 @@ class JobState:
 
     @property
     def ahead(self) -> int:
+        """The due jobs that start before this one; counted by the store when first read (see above)."""
         if callable(self._ahead):
             object.__setattr__(self, "_ahead", self._ahead())
         return self._ahead or 0
@@ -59,6 +66,20 @@ class JobState:
     def watched(self) -> tuple:
         """What a watcher is told about when it changes (JOB-13)."""
         return (self.state, self.attempt, self.ahead, self.progress, self.error)
+
+
+def visible(row: Any, now: float) -> Any:
+    """``row``, or None where it is gone: a done or failed job past dedupe or keep is gone, whether or not
+    maintenance removed it yet (JOB-11)."""
+    if row is None or (row.expires is not None and row.expires <= now):
+        return None
+    return row
+
+
+def moved(last: JobState, /, **changes: Any) -> JobState:
+    """``last`` as a later change left it (a watcher's step between two reads): ``ahead`` is not counted
+    for it (0)."""
+    return replace(last, _ahead=0, **changes)
 
 
 def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[], int]] = 0,
@@ -105,7 +126,12 @@ def _text(raw: Union[str, bytes, None]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Job:
-    """One item of ``queue.add_many``: a payload with the options of ``add``."""
+    """What you give ``queue.add_many`` to add a job: a payload with the options of ``add`` (``id``, ``at``,
+    ``delay``, ``group``, ``repeat``).
+
+    It is only the input: what ``add_many`` returns, and what you read of a job
+    afterwards, is a ``tinystore.JobState``.
+    """
 
     payload: Any
     id: Optional[str] = None

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterat
 
 from ._context import Context
 from ._durations import Duration, parse_duration
-from ._errors import InvalidArgument, LimitExceeded
-from ._jobstate import STATES, Job, JobState, state_of
+from ._errors import Closed, InvalidArgument, LimitExceeded
+from ._jobstate import STATES, Job, JobState, state_of, visible
 from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import Transaction
@@ -55,7 +55,7 @@ class Queue:
         ``repeat=tinystore.cron(...)`` or ``tinystore.every(...)`` makes the
         job repeat (it needs an ``id``): it first runs at the rule's first
         time after now (or at ``at=``/``delay=``, where given), then after
-        each run at the rule's next time, until it is cancelled (SPEC §8).
+        each run at the rule's next time, until it is cancelled.
         """
         return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat)],
                              tx=tx, conn=conn)[0]
@@ -142,32 +142,24 @@ class Queue:
                                   queue=self.name)
         return None
 
-    def _declare(self, payload: Any, rule: Repeat) -> JobState:
-        """A schedule's one job, as this declaration says (``store.schedule``)."""
-        self._ctx.check_open()
-        now = self._ctx.clock.now()
-        job = self._new_job(Job(payload, id=self.name, repeat=rule), now)
-        added = self._ctx.backend.declare(self.name, job, now).result()
-        return self._state(added.row, now, added=added.added)
-
     # Reading
 
     def _state(self, row: JobRow, now: float, added: bool = False) -> JobState:
-        backend = self._ctx.backend
-        return state_of(row, now, self.options.attempts, lambda: backend.ahead(row, now), added=added)
+        return state_of(row, now, self.options.attempts, lambda: self._ahead(row, now), added=added)
 
-    def _visible(self, row: Optional[JobRow], now: float) -> Optional[JobRow]:
-        """A done or failed job past dedupe or keep is gone, whether or not maintenance removed it (JOB-11)."""
-        if row is None or (row.expires is not None and row.expires <= now):
-            return None
-        return row
+    def _ahead(self, row: JobRow, now: float) -> int:
+        """``JobState.ahead``, counted when first read: one query of the store, which must still be open."""
+        if self._ctx.closed:
+            raise Closed(f"the store {self._ctx.backend.location!r} was closed: ahead, read only when first asked "
+                         "for, can no longer be counted", queue=self.name, job_id=row.id)
+        return self._ctx.backend.ahead(row, now)
 
     def get(self, id: str) -> Optional[JobState]:
         """The job with this id, or None where the queue keeps none."""
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
         now = self._ctx.clock.now()
-        row = self._visible(self._ctx.backend.get(self.name, id), now)
+        row = visible(self._ctx.backend.get(self.name, id), now)
         return self._state(row, now) if row else None
 
     def detail(self, id: str) -> Optional[tuple[JobState, JobDetail]]:
@@ -176,7 +168,7 @@ class Queue:
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
         now = self._ctx.clock.now()
-        row = self._visible(self._ctx.backend.get(self.name, id), now)
+        row = visible(self._ctx.backend.get(self.name, id), now)
         if row is None:
             return None
         return self._state(row, now), self._ctx.backend.detail(row.seq)
@@ -231,12 +223,12 @@ class Queue:
     def watch(self, id: str) -> Iterator[JobState]:
         """Yield the job as it is, then each change, until it is done, failed or cancelled (JOB-13)."""
         check_text_id(id, "id", self.name)
-        return self._watches.watch(self, id)
+        return self._watches.watch(self.name, self._attempts, id)
 
     def watch_async(self, id: str) -> AsyncIterator[JobState]:
         """``watch`` for ``async for``."""
         check_text_id(id, "id", self.name)
-        return self._watches.watch_async(self, id)
+        return self._watches.watch_async(self.name, self._attempts, id)
 
     def wait(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
         """Wait until the job ends and return its last state: done (with its ``result``), failed (with its
@@ -244,12 +236,15 @@ class Queue:
         duration; None waits as long as it takes) ``TimeoutError`` is raised, and the job goes on. A
         repeating job never ends: waiting for one is refused (watch it instead)."""
         check_text_id(id, "id", self.name)
-        return self._watches.wait(self, id, self._timeout(timeout, id))
+        return self._watches.wait(self.name, self._attempts, id, self._timeout(timeout, id))
 
     async def wait_async(self, id: str, timeout: Optional[Duration] = None) -> Optional[JobState]:
         """``wait`` for ``await``."""
         check_text_id(id, "id", self.name)
-        return await self._watches.wait_async(self, id, self._timeout(timeout, id))
+        return await self._watches.wait_async(self.name, self._attempts, id, self._timeout(timeout, id))
+
+    def _attempts(self) -> int:
+        return self.options.attempts
 
     def _timeout(self, timeout: Optional[Duration], id: str) -> Optional[float]:
         if timeout is None:
@@ -265,8 +260,8 @@ class Queue:
         """Register the queue's handler: ``def handler(payload, run)`` or ``async def``.
 
         Where ``payload`` is annotated with a dataclass or a pydantic model,
-        the handler gets an instance of it (SPEC §9); a job whose payload no
-        longer fits fails for good, saying why.
+        the handler gets an instance of it; a job whose payload no longer
+        fits the type fails for good, saying why, and the queue goes on.
         """
         if not callable(handler):
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
@@ -278,3 +273,14 @@ class Queue:
 def _new_id(now: float) -> str:
     """A job id: milliseconds since the epoch, then 80 random bits (32 hex digits, sorting by time)."""
     return f"{int(now * 1000):012x}{random.getrandbits(80):020x}"  # unique, not secret
+
+
+def declare(queue: Queue, payload: Any, rule: Repeat) -> JobState:
+    """A schedule's one job, as this declaration says (``store.schedule``): the newest declaration sets
+    its rule and payload."""
+    ctx = queue._ctx
+    ctx.check_open()
+    now = ctx.clock.now()
+    job = queue._new_job(Job(payload, id=queue.name, repeat=rule), now)
+    added = ctx.backend.declare(queue.name, job, now).result()
+    return queue._state(added.row, now, added=added.added)

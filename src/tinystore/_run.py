@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 from ._answers import Fail, Retry, Snooze
+from ._attempt import Attempt
 from ._durations import Duration, parse_duration
 from ._errors import Conflict, InvalidArgument
 from ._events import fields
@@ -54,7 +55,7 @@ ATTRIBUTES = """
     """
 
 
-class _Attempt:
+class _RunBase:
     """What both kinds of run share: the attempt, its answers, its steps' bookkeeping."""
 
     queue: str
@@ -62,25 +63,22 @@ class _Attempt:
     attempt: int
     group: Optional[str]
     at: datetime
-    cancelled: bool
 
-    def __init__(self, backend: Any, queue: str, seq: int, id: str, attempt: int, group: Optional[str], at: float):
+    def __init__(self, backend: Any, queue: str, record: Attempt):
+        claimed = record.claimed
         self._backend = backend
-        self._seq = seq
+        self._record = record  # the worker's record of this attempt: whether the handler should stop
+        self._seq = claimed.seq
         self._names: set[str] = set()
         self.queue = queue
-        self.id = id
-        self.attempt = attempt
-        self.group = group
-        self.at = from_timestamp(at)
-        self.cancelled = False
-        self._began: Optional[float] = None  # when the handler began, by the store's clock
-        self._finished: Optional[float] = None  # when it returned or raised
-        self._timed_out: Optional[float] = None  # the timeout it ran past: it fails whatever it answers
-        self._taken_away = False  # the job was cancelled: its lease is gone, its answer settles nothing
+        self.id = claimed.id
+        self.attempt = claimed.attempt
+        self.group = claimed.grp
+        self.at = from_timestamp(claimed.at)
 
-    def _take_away(self) -> None:
-        self._taken_away = self.cancelled = True
+    @property
+    def cancelled(self) -> bool:
+        return self._record.cancelled
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.queue}/{self.id} attempt {self.attempt}>"
@@ -141,7 +139,7 @@ class _Attempt:
         return json.loads(text)
 
 
-class Run(_Attempt):
+class Run(_RunBase):
     __doc__ = """The run of a plain ``def`` handler, in a worker thread.""" + ATTRIBUTES
 
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
@@ -160,7 +158,7 @@ class Run(_Attempt):
         return self._transaction(name, fn)
 
 
-class AsyncRun(_Attempt):
+class AsyncRun(_RunBase):
     __doc__ = """The run of an ``async def`` handler, on the worker's event loop.""" + ATTRIBUTES
 
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:

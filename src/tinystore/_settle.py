@@ -108,8 +108,19 @@ def decide_lost(attempt: int, opts: QueueOptions, now: float, repeat: Optional[s
     return repeating(decision, rule, due, now) if rule is not None else decision
 
 
+def lost_in_bulk(opts: QueueOptions, now: float) -> dict[str, object]:
+    """``decide_lost`` for many jobs at once that do not repeat, as the parameters of the statement that
+    applies it to a dead process's leases (``owner_lost``): a job whose attempt reached ``attempts`` ends
+    as ``failed_*`` says, any other waits again as ``again_*`` says."""
+    failed = decide_lost(opts.attempts, opts, now)
+    again = decide_lost(0, opts, now)
+    assert isinstance(failed, Failed) and isinstance(again, Requeue) and not (again.uncount or again.reset)
+    return {"attempts": opts.attempts, "failed_expires": failed.expires, "failed_error": failed.error,
+            "again_at": again.at, "again_error": again.error}
+
+
 def repeating(decision: Decision, repeat: Repeat, due: float, now: float) -> Decision:
-    """What ``decision`` becomes for a job that repeats (SPEC §8): it is never done and never fails for
+    """What ``decision`` becomes for a job that repeats by a rule: it is never done and never fails for
     good, but waits for its rule's next time after its own time (``due``) and after now, its attempts
     from zero, keeping a failure as its error. A retry or snooze that would pass the next time is not
     made: the job waits for the next time instead, so it never misses one."""

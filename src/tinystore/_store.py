@@ -14,11 +14,12 @@ from ._clock import Clock
 from ._context import Context
 from ._durations import parse_duration
 from ._errors import InvalidArgument
+from ._events import Events
 from ._notify import Notices
 from . import _repeat
 from ._outage import Outages
 from ._options import QueueOptions, parse_options
-from ._queue import Queue
+from ._queue import Queue, declare
 from ._transaction import Transaction
 from ._values import check_queue_name, from_timestamp
 from ._watch import Watches
@@ -150,7 +151,7 @@ class Store:
                  payload: Any = None, **queue_options: Any) -> Queue:
         """Declare the schedule ``name``: a queue of that name holding one repeating job whose id is
         ``name``, run at the times of ``cron`` (5-field cron text, in the named ``zone``) or at every
-        multiple of ``every`` (a duration) since the UNIX epoch, with ``payload`` (SPEC §8).
+        multiple of ``every`` (a duration) since the UNIX epoch, with ``payload``.
 
         Every process declares its schedules when it starts; the newest
         declaration sets the rule and the payload, and several processes
@@ -170,7 +171,7 @@ class Store:
         except InvalidArgument as exc:
             raise InvalidArgument(str(exc), queue=name, job_id=name) from None
         queue = self.queue(name, **queue_options)
-        queue._declare(payload, rule)
+        declare(queue, payload, rule)
         return queue
 
     def queues(self) -> list[str]:
@@ -224,7 +225,9 @@ class Store:
     def maintain(self, progress: Optional[Callable[[int], None]] = None) -> dict[str, int]:
         """Remove now what is past ``keep`` and ``dedupe``: rows, payloads and steps leave the file.
 
-        ``progress``, where given, is called with the count removed so far after each batch.
+        ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
+        where the store's last look for damage is a day old, this looks again (``integrity_check`` of
+        tinystore's tables, logged; see README, "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
@@ -271,8 +274,15 @@ class Store:
         return [q for q in known.values() if q.handler is not None]
 
     def run_until_idle(self) -> None:
-        """Run what is due now; return once nothing is due and nothing runs (for tests and scripts)."""
+        """Run what is due now; return once nothing is due and nothing runs (for tests and scripts).
+
+        Inside a ``store.transaction()`` of this thread it raises
+        InvalidArgument: the workers would wait for that transaction's commit.
+        """
         self._ctx.check_open()
+        if self._backend.in_transaction():
+            raise InvalidArgument("run_until_idle() inside a store.transaction() of this thread: its jobs are not "
+                                  "committed, and the workers would wait for its commit; call it after the block")
         served = self._served(None)
         if not served:
             return
@@ -378,6 +388,27 @@ class Store:
         self._ctx.closed = True
         self._watches.close()
         self._backend.close()
+
+
+# Package-level hooks: what tinystore's own packages (the command line, metrics, Django) use of a Store
+# beyond its public API.
+
+def queues_served(store: Store, queues: Optional[Sequence[str]]) -> list[Queue]:
+    """The queues ``store.serve(queues=queues)`` serves: those named, or every queue with a handler where
+    None; ``InvalidArgument`` names any that has no handler."""
+    return store._served(queues)
+
+
+_observing = threading.Lock()
+
+
+def observer(store: Store, make: Callable[[Store], Events]) -> Events:
+    """The observer the store's core tells of its jobs (``_events``), made with ``make(store)`` the first
+    time and told from then on by every worker and ``add`` of the store."""
+    with _observing:
+        if store._ctx.events is None:
+            store._ctx.events = make(store)
+        return store._ctx.events
 
 
 def _loop_running() -> bool:

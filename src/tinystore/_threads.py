@@ -115,7 +115,7 @@ class HandlerThreads:
             c, answer, exc = self._finished.popleft()
             try:
                 c.end(answer, exc)
-            except BaseException as raised:  # SystemExit from a handler: hand over the others first
+            except BaseException as raised:  # a settlement that failed: hand over the others first
                 stopping = stopping or raised
         if stopping is not None:
             raise stopping

@@ -22,25 +22,25 @@ import json
 import queue as queue_module
 import threading
 import time
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
 from ._context import Context
 from ._errors import Closed, InvalidArgument
-from ._jobstate import JobState, state_of
+from ._jobstate import JobState, moved, state_of, visible
 from ._outage import CannotGoOn, Retrying
 from ._values import from_timestamp
 from .backends._base import Change, JobRow
 
-if TYPE_CHECKING:
-    from ._queue import Queue
-
 ENDED = ("done", "failed", "cancelled")
 
 
+Attempts = Callable[[], int]  # the queue's attempts option as this process knows it now, for JobState.attempts
+
+
 class _Watcher:
-    def __init__(self, queue: "Queue", seq: int, cursor: int, deliver: Callable[[JobState], None]):
+    def __init__(self, queue: str, attempts: Attempts, seq: int, cursor: int, deliver: Callable[[JobState], None]):
         self.queue = queue
+        self.attempts = attempts
         self.seq = seq
         self.cursor = cursor  # the id of the last change of the job this watcher has seen
         self.deliver = deliver
@@ -115,23 +115,24 @@ class Watches:
             raise state
         return state
 
-    def _first(self, queue: "Queue", id: str) -> Optional[tuple[int, int, JobState]]:
+    def _first(self, queue: str, attempts: Attempts, id: str) -> Optional[tuple[int, int, JobState]]:
         """Register the job as watched, then read it: every change after that read is logged.
 
         A job that left between the first read and the registration (it ran
         that fast) is told as first read, then, by the reader, as it ended.
         """
         ctx = self._ctx
-        row = ctx.backend.get(queue.name, id)
-        if queue._visible(row, ctx.clock.now()) is None:
+        ctx.check_open()
+        row = visible(ctx.backend.get(queue, id), ctx.clock.now())
+        if row is None:
             return None
         ctx.backend.watch_begin(ctx.owner, row.seq).result()
         watched = ctx.backend.watched({row.seq: 0})
         cursor = watched.changes[-1].id if watched.changes else 0  # its changes so far are what the row shows
         now = ctx.clock.now()
-        row = queue._visible(watched.rows.get(row.seq), now) or row
-        state = queue._state(row, now)
-        state.ahead  # read now, so that later changes of ahead are seen as changes
+        row = visible(watched.rows.get(row.seq), now) or row
+        # ahead read now, so that later changes of ahead are seen as changes
+        state = state_of(row, now, attempts(), self._ahead([row], now).get(row.seq, 0))
         return row.seq, cursor, state
 
     def _loop(self) -> None:
@@ -208,15 +209,15 @@ class Watches:
             if not w.tell(_state_at(w.last, change, now)):
                 return False
         if row is not None:
-            return w.tell(state_of(row, now, w.queue.options.attempts, ahead))
+            return w.tell(state_of(row, now, w.attempts(), ahead))
         # It left: cancelled where a cancel marked it, else done and removed at once, by the attempt
         # its removal logged.
-        final = replace(w.last, progress=None, _ahead=0)
+        final = moved(w.last, progress=None)
         if self._ctx.backend.was_cancelled(w.seq):
-            return w.tell(replace(final, state="cancelled"))
+            return w.tell(moved(final, state="cancelled"))
         if changes and changes[-1].state is None:
-            final = replace(final, attempt=changes[-1].attempt, error=None)
-        return w.tell(replace(final, state="done", error=None))
+            final = moved(final, attempt=changes[-1].attempt, error=None)
+        return w.tell(moved(final, state="done", error=None))
 
     def _ahead(self, rows: Iterable[JobRow], now: float) -> dict[int, int]:
         """The place of every watched waiting job, by seq: one query per queue, not one per job."""
@@ -229,21 +230,23 @@ class Watches:
             ahead.update(self._ctx.backend.ahead_many(queue, some, now))
         return ahead
 
-    def _start(self, queue: "Queue", id: str, deliver: Callable[[JobState], None]) -> tuple[Any, Any]:
+    def _start(self, queue: str, attempts: Attempts, id: str,
+               deliver: Callable[[JobState], None]) -> tuple[Any, Any]:
         """Read the job as it is and register a watcher of it; (None, None) where there is no such job."""
-        first = self._first(queue, id)
+        first = self._first(queue, attempts, id)
         if first is None:
             return None, None
         seq, cursor, state = first
-        watcher = _Watcher(queue, seq, cursor, deliver)
+        watcher = _Watcher(queue, attempts, seq, cursor, deliver)
         watcher.last = state
         self._add(watcher)
         self._poke.set()  # catch a change made between the first read and the registration
         return watcher, state
 
-    def watch(self, queue: "Queue", id: str) -> Iterator[JobState]:
+    def watch(self, queue: str, attempts: Attempts, id: str) -> Iterator[JobState]:
+        """The job ``id`` of ``queue`` as it is, then each change, until it ended (``queue.watch``)."""
         inbox: "queue_module.SimpleQueue[JobState]" = queue_module.SimpleQueue()
-        watcher, state = self._start(queue, id, inbox.put)
+        watcher, state = self._start(queue, attempts, id, inbox.put)
         if watcher is None:
             return
         try:
@@ -254,10 +257,10 @@ class Watches:
         finally:
             self._remove(watcher)
 
-    def wait(self, queue: "Queue", id: str, timeout: Optional[float]) -> Optional[JobState]:
+    def wait(self, queue: str, attempts: Attempts, id: str, timeout: Optional[float]) -> Optional[JobState]:
         """The job's last state once it ended (``queue.wait``); None where there is no such job."""
         inbox: "queue_module.SimpleQueue[JobState]" = queue_module.SimpleQueue()
-        watcher, state = self._start(queue, id, inbox.put)
+        watcher, state = self._start(queue, attempts, id, inbox.put)
         if watcher is None:
             return None
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -270,29 +273,29 @@ class Watches:
                         raise queue_module.Empty
                     state = self._received(inbox.get(timeout=left))
                 except queue_module.Empty:
-                    raise TimeoutError(f"job {id!r} of queue {queue.name!r} had not ended after {timeout:g}s; "
+                    raise TimeoutError(f"job {id!r} of queue {queue!r} had not ended after {timeout:g}s; "
                                        f"it is {state.state}") from None
             return state
         finally:
             self._remove(watcher)
 
-    async def wait_async(self, queue: "Queue", id: str, timeout: Optional[float]) -> Optional[JobState]:
+    async def wait_async(self, queue: str, attempts: Attempts, id: str, timeout: Optional[float]) -> Optional[JobState]:
         async def last() -> Optional[JobState]:
             state = None
-            async for state in self.watch_async(queue, id):
+            async for state in self.watch_async(queue, attempts, id):
                 _check_ends(queue, state)
             return state
         try:
             return await asyncio.wait_for(last(), timeout)
         except asyncio.TimeoutError:
-            raise TimeoutError(f"job {id!r} of queue {queue.name!r} had not ended after {timeout:g}s") from None
+            raise TimeoutError(f"job {id!r} of queue {queue!r} had not ended after {timeout:g}s") from None
 
-    async def watch_async(self, queue: "Queue", id: str) -> AsyncIterator[JobState]:
+    async def watch_async(self, queue: str, attempts: Attempts, id: str) -> AsyncIterator[JobState]:
         loop = asyncio.get_running_loop()
         inbox: "asyncio.Queue[JobState]" = asyncio.Queue()
         # Its first reads and the registration run in a thread: the loop runs other handlers meanwhile.
         watcher, state = await loop.run_in_executor(
-            None, self._start, queue, id, lambda s: loop.call_soon_threadsafe(inbox.put_nowait, s))
+            None, self._start, queue, attempts, id, lambda s: loop.call_soon_threadsafe(inbox.put_nowait, s))
         if watcher is None:
             return
         try:
@@ -304,11 +307,11 @@ class Watches:
             self._remove(watcher)
 
 
-def _check_ends(queue: "Queue", state: JobState) -> None:
+def _check_ends(queue: str, state: JobState) -> None:
     """A repeating job never ends (it waits for its next time after each run): waiting for it is refused."""
     if state.repeat is not None:
         raise InvalidArgument(f"the job repeats ({state.repeat}) and never ends: watch it instead of waiting",
-                              queue=queue.name, job_id=state.id)
+                              queue=queue, job_id=state.id)
 
 
 def _state_at(last: JobState, change: Change, now: float) -> JobState:
@@ -317,5 +320,5 @@ def _state_at(last: JobState, change: Change, now: float) -> JobState:
     if state == "queued":
         state = "scheduled" if change.at > now else "waiting"
     progress = json.loads(change.progress) if change.progress is not None else None
-    return replace(last, state=state, at=from_timestamp(change.at), attempt=change.attempt, error=change.error,
-                   progress=progress, _ahead=0)
+    return moved(last, state=state, at=from_timestamp(change.at), attempt=change.attempt, error=change.error,
+                 progress=progress)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 
+import tinystore
 from clitools import App
 
 
@@ -117,7 +118,7 @@ def test_log_level_debug_shows_tinystore_debug_records_each_ending_with_its_queu
     app.open().queue("echo").add({}, id="e1")
     worker = app.serving("--log-level", "debug", "--queues", "echo")
     starts = worker.wait_for("DEBUG tinystore.worker: echo/e1 attempt 1 starts", "err")
-    done = worker.wait_for("INFO tinystore.worker: echo/e1 attempt 1 done", "err")
+    done = worker.wait_for("DEBUG tinystore.worker: echo/e1 attempt 1 done", "err")
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert starts.endswith("[queue=echo job=e1 attempt=1]"), starts
@@ -149,7 +150,23 @@ def test_log_level_debug_shows_tinystore_records_even_when_the_application_sets_
 def test_at_the_default_log_level_the_worker_shows_no_debug_records(app: App) -> None:
     app.open().queue("echo").add({}, id="e1")
     worker = app.serving("--queues", "echo")
-    worker.wait_for("INFO tinystore.worker: echo/e1 attempt 1 done", "err")
+    worker.wait_for("ran echo e1 1")
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert not [line for line in worker.err if " DEBUG " in line], worker.err
+
+
+def test_at_the_default_log_level_the_worker_writes_no_line_per_done_job_and_counts_them_per_queue_when_it_stops(
+        app: App) -> None:
+    echo = app.open().queue("echo")
+    echo.add_many([tinystore.Job({}, id=f"e{i}") for i in range(5)])
+    worker = app.serving("--queues", "echo")
+    for i in range(5):
+        worker.wait_for(f"ran echo e{i} 1")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert not [line for line in worker.err if "e0" in line or " done in " in line], worker.err
+    counted = worker.wait_for("INFO tinystore.worker: queue echo: 5 attempts ended in the last", "err")
+    assert "(5 done); handlers ran " in counted and counted.endswith("[queue=echo]"), counted
+    worker.wait_for(f"worker {worker.pid} started", "err")
+    worker.wait_for(f"worker {worker.pid} stopped", "err")

@@ -258,6 +258,48 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     assert [after.get(f"job-{n}") for n in range(3)] == [None] * 3  # done
 
 
+def test_DUR_03_a_dead_processs_leases_end_in_bulk_as_settle_decides_a_lost_lease_at_each_attempt(
+        kit, target, open_store, clock):
+    """A dead process's leases end with one statement per queue (``owner_lost``), whose parameters come
+    from ``_settle.lost_in_bulk``: each job ends as ``_settle.decide_lost`` decides for its attempt, the
+    one at its last attempt failed for good, the others waiting again at once."""
+    from tinystore._options import QueueOptions
+    from tinystore._settle import decide_lost, lost_in_bulk
+
+    store = open_store(clock=clock)
+    jobs = store.queue("jobs", lease="30s", attempts=3, keep="1h")
+    jobs.add({"n": 2}, id="job-2")
+    assert [c.id for c in kit.claim_cycle(store, jobs, 1, clock.now()).claimed] == ["job-2"]
+    clock.advance(31)  # its lease runs out: the next cycle ends it, and takes it again with job-1
+    jobs.add({"n": 1}, id="job-1")
+    assert sorted(c.id for c in kit.claim_cycle(store, jobs, 2, clock.now()).claimed) == ["job-1", "job-2"]
+    clock.advance(31)
+    kit.claim_cycle(store, jobs, 0, clock.now())  # both leases run out: attempts 2 and 1 stay counted
+    jobs.add({"n": 0}, id="job-0")
+    store.close()
+
+    proc = start_child(child_store(target, clock.now()) + CLAIM_AND_HANG, "3")
+    try:
+        wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
+    finally:
+        kill_and_wait(proc)
+
+    open_store(clock=clock)  # finds the child dead and ends its leases
+    opts = QueueOptions(lease=30.0, attempts=3, keep=3600.0)
+    now = clock.now()
+    expected = []
+    for id, attempt in (("job-0", 1), ("job-1", 2), ("job-2", 3)):
+        decision = decide_lost(attempt, opts, now)
+        if attempt >= opts.attempts:
+            expected.append((id, "failed", attempt, now, decision.expires, decision.error))  # its time as it was
+        else:
+            expected.append((id, "queued", attempt, decision.at, None, decision.error))
+    assert kit.job_ends(target) == expected
+    bulk = lost_in_bulk(opts, now)
+    assert (bulk["failed_expires"], bulk["failed_error"]) == (expected[2][4], expected[2][5])
+    assert (bulk["again_at"], bulk["again_error"]) == (expected[0][3], expected[0][5])
+
+
 def test_DUR_03_a_serving_worker_ends_the_leases_of_a_process_killed_meanwhile_with_no_open_and_runs_its_jobs(
         target, open_store, clock):
     store = open_store(clock=clock)
@@ -662,6 +704,50 @@ def test_JOB_07_a_raising_handler_runs_again_after_a_doubling_backoff_then_fails
     clock.advance("1d")
     run_until_idle(store)
     assert runs == [1, 2, 3, 4, 5, 6]
+
+
+def test_run_until_idle_inside_an_open_store_transaction_is_refused_saying_why_instead_of_waiting(store):
+    q = store.queue("inside")
+    q.work(lambda payload, run: None)
+    refused = []
+
+    def inside() -> None:
+        with store.transaction() as tx:
+            q.add({}, id="j", tx=tx)
+            try:
+                store.run_until_idle()
+            except tinystore.InvalidArgument as exc:
+                refused.append(str(exc))
+
+    Background(inside).join(WAIT)
+    assert refused and refused[0].startswith("run_until_idle() inside a store.transaction() of this thread")
+    run_until_idle(store)  # committed: it runs
+    assert q.get("j") is None
+
+
+@pytest.mark.parametrize("kind", ["def", "async def"])
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt])
+def test_JOB_07_a_handler_that_raises_systemexit_or_keyboardinterrupt_fails_its_attempt_and_the_next_job_runs(
+        store, kind, raised):
+    q = store.queue("exits", attempts=1)
+    ran = []
+
+    def call(payload):
+        ran.append(payload["n"])
+        if payload["n"] == 1:
+            raise raised(3)
+
+    async def async_handler(payload, run):
+        call(payload)
+
+    q.work((lambda payload, run: call(payload)) if kind == "def" else async_handler)
+    q.add({"n": 1}, id="exits")
+    q.add({"n": 2}, id="next")
+    run_until_idle(store)
+    assert ran == [1, 2]
+    job = q.get("exits")
+    assert job.state == "failed" and job.error.startswith(f"{raised.__name__}: 3")
+    assert q.get("next") is None  # done (and not kept)
 
 
 def test_JOB_07_by_default_the_wait_doubles_from_1s_and_stops_at_1h(store, clock):

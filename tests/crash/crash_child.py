@@ -31,7 +31,10 @@ payload, each a list of the attempts that do it:
     fail_on        after "end", print "failing <id> <attempt>" and answer
                    run.fail(...); otherwise a run that gets there is done
 
-and "work", a number of seconds the run works (sleeps) before its "end".
+and "work", a number of seconds the run works (sleeps) before its "end";
+"block_loop", a number of seconds an async run calls ``time.sleep`` for, on
+its worker's event loop (the blocking call an ``async def`` must not make),
+before its work: on the attempts of "block_loop_on" where given, else on all.
 """
 
 import argparse
@@ -128,6 +131,8 @@ def work(args: argparse.Namespace) -> None:
                 if run.attempt in payload.get("wait_on", ()):
                     say(f"waiting {run.id} {run.attempt}")
                     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+                if run.attempt in payload.get("block_loop_on", [run.attempt]):
+                    time.sleep(payload.get("block_loop", 0))
                 await asyncio.sleep(payload.get("work", 0))
                 record("end", run)
                 if run.attempt in payload.get("hang_after_on", ()):

@@ -43,7 +43,7 @@ def test_options_tinystore_has_no_meaning_for_and_a_worker_of_unknown_queues_are
     assert refused["priority"].startswith("InvalidTask: task shop.tasks.send_receipt: priority=5 has no meaning")
     assert "no priorities" in refused["priority"]
     assert refused["queue"] == "InvalidTask: Queue 'elsewhere' is not valid for backend."
-    assert refused["arguments"].startswith("InvalidArgument: task shop.tasks.send_receipt: its arguments must be JSON")
+    assert refused["arguments"].startswith("TypeError: task shop.tasks.send_receipt: its arguments must be JSON")
     assert "queue 'default'" in refused["arguments"]
     assert shop.refused("tinystore_worker", "--queues", "default,elsewhere") == \
         "CommandError: --queues elsewhere: not in the QUEUES of task backend 'default'"

@@ -7,13 +7,18 @@ sqlite3 connection, as a failing disk or another program could leave it.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import struct
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import tinystore
+from helpers import run_child
+from tinystore.testing import FakeClock
 
 MARK = b"POISON-PAYLOAD"
 
@@ -27,6 +32,20 @@ def page_of(path: str, table: str) -> tuple[int, int]:
     finally:
         conn.close()
     return (root - 1) * size, size
+
+
+def middle_leaf(path: str, name: str) -> tuple[int, int]:
+    """Where the middle one of a table's or an index's leaf pages (in the order of their keys) begins in
+    the file, and the page size."""
+    conn = sqlite3.connect(path)
+    try:
+        leaves = [n for (n,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' "
+                                             "ORDER BY path", (name,))]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+    assert len(leaves) >= 3
+    return (leaves[len(leaves) // 2] - 1) * size, size
 
 
 def flip(path: str, offset: int, mask: int) -> None:
@@ -117,3 +136,111 @@ def test_damage_that_sqlite_meets_while_reading_is_StoreCorrupt_saying_to_run_ti
                 read()
             assert f"run `tinystore check {store.location}`" in str(caught.value)
             assert caught.value.queue == "mail"
+
+
+DUE_AT = 1_700_000_000.5  # every job is added at this time of a fake clock: due now, and the file's bytes the same each run
+DRAIN = """
+import sys, tinystore
+ran = []
+with tinystore.open(sys.argv[1]) as store:
+    q = store.queue("mail")
+    q.work(lambda payload, run: ran.append(payload["n"]))
+    try:
+        store.run_until_idle()
+        print("idle")
+    except tinystore.StoreCorrupt as exc:
+        print("StoreCorrupt:", exc)
+    print("ran", len(ran))
+"""
+
+
+def due_jobs(path: str, count: int, **options) -> None:
+    """``count`` jobs of queue "mail", due, added at DUE_AT; the store closed."""
+    grp = "one" if "group_concurrency" in options else None
+    with tinystore.open(path, clock=FakeClock(DUE_AT)) as store:
+        q = store.queue("mail", **options)
+        q.add_many([tinystore.Job({"n": n}, id=f"j{n}", group=grp) for n in range(count)])
+
+
+@pytest.mark.parametrize("options", [{}, {"group_concurrency": 1}, {"group_concurrency": None}],
+                         ids=["ungrouped", "a-group-one-at-a-time", "a-group-without-limit"])
+def test_a_job_the_due_index_lists_that_the_damaged_table_no_longer_yields_stops_the_claims_with_StoreCorrupt(
+        store_path, options):
+    # A bit flipped in the seq of a row of the jobs table's middle leaf page: the due index still lists
+    # the job, the table no longer yields it, and every claim picked it again, at full speed, for ever.
+    due_jobs(store_path, 1000, **options)
+    start, _ = middle_leaf(store_path, "tinystore_jobs")
+    with open(store_path, "rb") as f:
+        f.seek(start)
+        header = f.read(8)
+        assert header[0] == 0x0D  # a leaf of a table: its header, then a pointer to each row's cell
+        f.seek(start + 8 + 2 * (struct.unpack(">H", header[3:5])[0] // 2))
+        cell = start + struct.unpack(">H", f.read(2))[0]
+        f.seek(cell)
+        size, seq_high = f.read(2)
+    assert size < 0x80 and 0x80 < seq_high < 0x88  # one byte of size, then a seq of two bytes, under 1024
+    flip(store_path, cell + 1, 0x40)  # the seq is 8192 more: out of order, and no job's
+
+    try:
+        done = run_child(DRAIN, store_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("run_until_idle was still claiming after 60 s: it picks a job it cannot take, for ever")
+    assert done.returncode == 0, done.stderr
+    said, ran = done.stdout.splitlines()
+    assert said.startswith("StoreCorrupt: ") and "queue 'mail'" in said
+    assert "lists jobs as waiting that its jobs table does not hold as waiting" in said
+    assert f"run `tinystore check {store_path}`" in said
+    assert 0 < int(ran.split()[1]) < 1000  # the jobs before the damaged page ran
+
+
+def test_maintenance_checks_tinystores_tables_once_a_day_and_logs_damage_that_hides_waiting_jobs(
+        store_path, caplog):
+    # A bit of one due job's time flipped in the due index: that job is due in 2^64 times as long, the
+    # claims' scan of the index stops at it, and the jobs after it wait for ever with no error anywhere.
+    due_jobs(store_path, 1000)
+    start, size = middle_leaf(store_path, "tinystore_jobs_due")
+    page = Path(store_path).read_bytes()[start:start + size]
+    at = struct.pack(">d", DUE_AT)
+    assert page.count(at) > 10
+    flip(store_path, start + page.index(at), 0x10)
+
+    clock = FakeClock(DUE_AT + 60)
+    with tinystore.open(store_path, clock=clock) as store:
+        q = store.queue("mail")
+        ran = run_all(store, q)
+        assert 0 < len(ran) < 1000 and store.stats()["mail"]["waiting"] == 1000 - len(ran)  # silently hidden
+
+        def damage_logged() -> list[str]:
+            found = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+            caplog.clear()
+            return found
+
+        with caplog.at_level(logging.INFO, logger="tinystore.store"):
+            store.maintain()
+            logged = damage_logged()
+            assert len(logged) == 1
+            assert f"the store {store.location} is damaged" in logged[0]
+            assert "missing from index tinystore_jobs_due" in logged[0]
+            assert f"run `tinystore check {store.location}`" in logged[0]
+
+            clock.advance("23h")
+            store.maintain()
+            assert damage_logged() == []  # once a day
+            clock.advance("1h")
+            store.maintain()
+            assert len(damage_logged()) == 1
+
+    with tinystore.open(store_path, clock=clock) as store:  # opened again, as by another process: checked today
+        with caplog.at_level(logging.INFO, logger="tinystore.store"):
+            store.maintain()
+            assert damage_logged() == []
+
+
+def test_the_daily_check_of_a_whole_store_logs_no_damage(store_path, caplog):
+    due_jobs(store_path, 1000)
+    with tinystore.open(store_path, clock=FakeClock(DUE_AT)) as store:
+        with caplog.at_level(logging.INFO, logger="tinystore.store"):
+            store.maintain()
+    said = [r.getMessage() for r in caplog.records if r.name == "tinystore.store"]
+    assert any("found no damage" in line for line in said)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

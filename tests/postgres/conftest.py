@@ -103,3 +103,18 @@ def wait_for() -> Callable[..., Any]:
                 raise AssertionError(f"not within {timeout}s: {predicate}")
             time.sleep(every)
     return _wait
+
+
+@pytest.fixture
+def pgbouncer(pg_url: str) -> Iterator[Any]:
+    """A PgBouncer in transaction pooling mode in front of the test server (``pgbouncer.py``); ``.url``."""
+    from pgbouncer import BINARY, PgBouncer
+
+    if not os.path.exists(BINARY):
+        reason = f"no pgbouncer at {BINARY} (set PGBOUNCER)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    pooler = PgBouncer(pg_url)
+    yield pooler
+    pooler.close()

@@ -3,12 +3,19 @@
 The workers serve in this process (``store.start()``), the dashboard in a
 child process, each with the file open: what the page shows, it read from
 the file, and what it did, the workers see. The screenshots in ``docs/``
-are taken here: ``TINYSTORE_SCREENSHOTS=docs pytest tests/web/test_browser.py``.
+are taken here: ``TINYSTORE_SCREENSHOTS=docs pytest tests/web/test_browser.py``,
+of a shop's store at ``shop/shop.db`` in the system's temporary folder (it
+must not exist yet, and is removed after), so that the page's header shows
+a path that means something to a reader, not the folder of a test run. Its
+failed job's traceback shows where tinystore and this file are: take them
+from a checkout at a path that means something too.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -29,10 +36,10 @@ SCRIPT = '<script>window.owned = 1</script><img src=x onerror="window.owned = 2"
 
 
 class Site:
-    """A store with two queues and their workers, and the dashboard of it."""
+    """A shop's store, ``shop.db`` in ``folder``, with two queues and their workers, and the dashboard of it."""
 
     def __init__(self, folder: Path):
-        self.path = str(folder / "app.db")
+        self.path = str(folder / "shop.db")
         self.store = tinystore.open(self.path, durability="off")
         self.mail = self.store.queue("mail", attempts=1, dedupe="1h")
         self.reports = self.store.queue("reports", concurrency=2, group_concurrency=1, rate="100/m", dedupe="1h")
@@ -76,18 +83,29 @@ class Site:
         self.store.close()
 
 
+FOR_DOCS = os.environ.get("TINYSTORE_SCREENSHOTS") == "docs"
+
+
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the screenshots go: ``docs/`` with ``TINYSTORE_SCREENSHOTS=docs`` (README's are taken so),
     else a folder of the test run, so that running the tests leaves the checkout as it was."""
-    return DOCS if os.environ.get("TINYSTORE_SCREENSHOTS") == "docs" else tmp_path_factory.mktemp("screenshots")
+    return DOCS if FOR_DOCS else tmp_path_factory.mktemp("screenshots")
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    site = Site(tmp_path_factory.mktemp("web"))
-    yield site
-    site.close()
+    """The shop's site, its store at ``shop/shop.db``: for the screenshots in ``docs/`` in the system's
+    temporary folder (made now, refused if it exists, removed after); else in a folder of the test run."""
+    folder = (Path(tempfile.gettempdir()) if FOR_DOCS else tmp_path_factory.mktemp("site")) / "shop"
+    folder.mkdir()  # FileExistsError: a folder of that name is someone's, and it is never written over
+    try:
+        site = Site(folder)
+        yield site
+        site.close()
+    finally:
+        if FOR_DOCS:
+            shutil.rmtree(folder)
 
 
 def wait(browser: Any) -> WebDriverWait:
@@ -129,6 +147,13 @@ def test_the_queues_page_shows_the_counts_that_stats_gives(browser: Any, site: S
     card = text_of(browser, 'section[data-queue="reports"]')
     assert "2 of 2" in card and "of 100/m" in card and "at most 1" in card and "team:0: 1 of 1, team:1: 1 of 1" in card
     browser.save_screenshot(str(shots / "dashboard-queues.png"))
+
+
+def test_the_header_names_the_store_the_page_shows_a_shops_store_for_the_screenshots(
+        browser: Any, site: Site) -> None:
+    open_page(browser, site, "#/")
+    wait(browser).until(lambda b: text_of(b, "#store") == site.path)
+    assert site.path.endswith(os.path.join("shop", "shop.db"))
 
 
 def test_a_failed_jobs_page_shows_its_error_with_the_traceback(browser: Any, site: Site, shots: Path) -> None:

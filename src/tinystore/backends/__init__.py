@@ -8,25 +8,27 @@ For an operator's commands (``tinystore status STORE``...), which never make
 a store of what they are given: ``open_existing`` opens a store that exists
 already, for reading only where asked (it then writes nothing to it), and
 ``check`` says whether a SQLite store is damaged (a ``CheckReport``). They
-pick the backend from the target as ``open_backend`` does. ``shown`` is a
-target as messages show it, a URL never with its password; ``scrubbed`` a
-message with a URL's password taken out wherever it is.
+pick the backend from the target as ``open_backend`` does. ``shown``,
+``scrubbed`` and ``is_url`` (``_targets``) and ``CheckReport`` (``_reports``)
+are named here for the core; the backends import them from their modules.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import Error, InvalidArgument
 from ._base import Backend
+from ._reports import CheckReport, UnreadableJob
+from ._targets import LOCK_TIMEOUT, URL_SCHEMES, is_url, scrubbed, shown
 
-URL_SCHEMES = ("postgresql://", "postgres://")
+__all__ = ["CheckReport", "DURABILITY", "LOCK_TIMEOUT", "UnreadableJob", "check", "is_url", "open_backend",
+           "open_existing", "scrubbed", "shown"]
+
 DURABILITY = ("full", "normal", "off")  # what tinystore.open(durability=) takes; "full" unless given
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-LOCK_TIMEOUT = 30.0  # seconds a write waits for another process's write lock, unless open says otherwise
 
 
 def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float,
@@ -69,36 +71,6 @@ def _path(target: Any) -> str:
 
 
 # An operator's commands: a store that exists already
-
-@dataclass(frozen=True)
-class UnreadableJob:
-    """A job whose id or payload cannot be read as the store keeps it, and why."""
-
-    seq: int
-    queue: str
-    id: str
-    why: str
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """What a check of a store found.
-
-    ``method`` names the check that ran (SQLite's ``integrity_check`` or
-    ``quick_check``); ``pages`` and ``jobs`` are how many it read, or None
-    where it could not; ``problems`` are what the database's own check said;
-    ``advice``, where it is not ``ok``, says what to do.
-    """
-
-    location: str
-    method: str
-    ok: bool
-    pages: Optional[int]
-    jobs: Optional[int]
-    problems: list[str]
-    unreadable_jobs: list[UnreadableJob]
-    advice: Optional[str]
-
 
 def open_existing(target: "str | os.PathLike[str]", read_only: bool = False,
                   schema: Optional[str] = None) -> Backend:
@@ -165,73 +137,7 @@ def check(target: "str | os.PathLike[str]", *, quick: bool = False, limit: int =
     return _check.check(path, quick=quick, limit=limit)
 
 
-def is_url(target: Any) -> bool:
-    """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
-    return isinstance(target, str) and target.startswith(URL_SCHEMES)
-
-
 def _schema_name(schema: Any) -> str:
     if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
         raise InvalidArgument(f"schema {schema!r} must match [a-z_][a-z0-9_]{{0,62}}")
     return schema
-
-
-def shown(target: Any) -> str:
-    """``target`` as a message shows it: a PostgreSQL URL without its password, a path as it is.
-
-    ``postgresql://user:secret@host/db`` is shown as ``postgresql://user@host/db``
-    (all of the userinfo after the user's name goes, up to the last ``@`` before
-    the query), and a ``password=`` parameter of the query is left out.
-    """
-    if not is_url(target):
-        try:
-            return os.fspath(target)
-        except TypeError:
-            return repr(target)
-    scheme, _, rest = target.partition("://")
-    ends = [i for i in (rest.find("?"), rest.find("#")) if i >= 0]
-    at = rest.rfind("@", 0, min(ends) if ends else len(rest))
-    if at >= 0:
-        user = rest[:at].partition(":")[0]
-        rest = (user + "@" if user else "") + rest[at + 1:]
-    base, question, query = rest.partition("?")
-    if question:
-        query, hash_, fragment = query.partition("#")
-        kept = [p for p in query.split("&") if p and p.partition("=")[0].lower() != "password"]
-        rest = base + ("?" + "&".join(kept) if kept else "") + hash_ + fragment
-    return f"{scheme}://{rest}"
-
-
-def scrubbed(text: str, target: Any) -> str:
-    """``text`` with ``target``'s password hidden: the URL shown as ``shown`` shows it wherever it appears
-    whole, and a quoted token of the text (as libpq quotes what it cannot read: ``"se%zzret"``) that holds
-    the password or is part of it, as ``***``. A text about a path is returned as it is."""
-    if not is_url(target):
-        return text
-    text = text.replace(target, shown(target))
-    secrets = [secret for secret in _secrets(target) if secret]
-    if not secrets:
-        return text
-
-    def hide(found: "re.Match[str]") -> str:
-        token = found.group(1)
-        if any(token and (token in secret or secret in token) for secret in secrets):
-            return '"***"'
-        return found.group(0)
-    text = re.sub(r'"([^"]*)"', hide, text)
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return text
-
-
-def _secrets(url: str) -> list[str]:
-    """What ``shown`` takes out of ``url``: the userinfo after the user's name, and ``password=`` values."""
-    rest = url.partition("://")[2]
-    ends = [i for i in (rest.find("?"), rest.find("#")) if i >= 0]
-    at = rest.rfind("@", 0, min(ends) if ends else len(rest))
-    found = []
-    if at >= 0 and ":" in rest[:at]:
-        found.append(rest[:at].partition(":")[2])
-    query = rest.partition("?")[2].partition("#")[0]
-    found += [p.partition("=")[2] for p in query.split("&") if p.partition("=")[0].lower() == "password"]
-    return found

@@ -260,7 +260,7 @@ class Backend(Reads, ABC):
 
     @abstractmethod
     def declare(self, queue: str, job: NewJob, now: float) -> Future:
-        """A schedule's job as its newest declaration says (SPEC §8); resolves to an ``Added``. Where no
+        """A schedule's job (a job that repeats by a rule) as its newest declaration says; resolves to an ``Added``. Where no
         job has its id, it is added. Where one does, its payload and rule become the declared ones, and
         where it is queued and its rule changed, it waits for ``job.at`` (the new rule's first time); a
         job of that id that no longer repeats (done or failed) is replaced. Declarations made at once by

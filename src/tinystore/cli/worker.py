@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinystore import Error, Store, backends
 from tinystore._durations import parse_duration
+from tinystore._store import queues_served
 
 from ._common import CommandError
 
@@ -53,13 +54,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="where the Store is, e.g. app.jobs:store (the current folder is on the import path)")
     parser.add_argument("--queues", help="serve only these queues, comma-separated (default: every queue "
                                          "with a handler)")
-    parser.add_argument("--workers", type=_positive_int, metavar="N",
+    parser.add_argument("--workers", type=positive_int, metavar="N",
                         help="handlers at once, per queue (default: 16 threads for def handlers, "
                              "200 for async def)")
     parser.add_argument("--grace", default="30s",
                         help="how long running handlers may finish after SIGTERM (default 30s)")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    parser.add_argument("--metrics-port", type=_port, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port, metavar="PORT",
                         help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)")
     parser.add_argument("--metrics-host", default="127.0.0.1",
                         help="the address --metrics-port binds (default 127.0.0.1: this machine only)")
@@ -80,7 +81,7 @@ def serve(store: Store, queues: "list[str] | None", workers: "int | None", grace
     ``metrics_port`` where given, close the store, and return the exit status: 0, or 1 when the worker
     could not go on (its last line says why)."""
     try:
-        served = [q.name for q in store._served(queues)]
+        served = [q.name for q in queues_served(store, queues)]
         if not served:
             raise CommandError(f"{target} has no queue with a handler: register one with @queue.work")
         metrics = _serve_metrics(store, metrics_port, metrics_host)
@@ -201,7 +202,8 @@ def _queue_list(text: str | None) -> list[str] | None:
     return names
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse's type of a count of at least 1 (--workers; Django's command takes it too)."""
     try:
         value = int(text)
     except ValueError:
@@ -211,7 +213,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _port(text: str) -> int:
+def port(text: str) -> int:
+    """argparse's type of a port number (--metrics-port; Django's command takes it too)."""
     try:
         value = int(text)
     except ValueError:

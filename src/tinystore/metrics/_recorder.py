@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._settle import outcome
+from .._store import observer
 
 if TYPE_CHECKING:
     from .._store import Store
@@ -140,13 +141,8 @@ def _histogram(histograms: dict[str, Histogram], queue: str) -> Histogram:
     return histogram
 
 
-_enabling = threading.Lock()
-
-
 def observed(store: "Store") -> Metrics:
     """The store's Metrics, made the first time and handed to its core, which tells it from then on."""
-    ctx = store._ctx
-    with _enabling:
-        if not isinstance(ctx.events, Metrics):
-            ctx.events = Metrics(store)
-        return ctx.events
+    events = observer(store, Metrics)
+    assert isinstance(events, Metrics)  # the store's only observer is its metrics
+    return events

@@ -3,9 +3,14 @@
 Files: ``_connection`` (connections, session settings, errors as
 tinystore's), ``_writer`` (group commit on one connection and thread, the
 queues' advisory locks, notices), ``_keeper`` (the connection a process
-keeps: its liveness lock, LISTEN), ``_jobs``, ``_claim``, ``_groups``,
-``_leases`` (ports of SQLite's, on the same tables), ``_sql`` (loads
-``queries.sql`` and the migrations for one schema).
+keeps: its liveness lock, LISTEN), ``_executor`` (the engine's executor on a
+psycopg connection: arrays, identity seqs, the options read once per
+transaction), ``queries.sql`` (the statements whose text is PostgreSQL's
+own), ``_sql`` (loads them with the engine's, and the migrations, for one
+schema), ``_existing`` (an operator's open of a store that must exist).
+
+The algorithm (claims under limits, groups, leases, settlements, adds,
+reads) is the engine's (``backends/_engine``), the same as SQLite's.
 
 Connections of one store, per process: the writer's (every write of
 tinystore's own), the keeper's (liveness lock and LISTEN), and a small pool
@@ -47,21 +52,22 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..._errors import Closed, Conflict, Error, InvalidArgument, Unavailable
 from ..._options import QueueOptions
-from ..._settle import gives_work
 from ..._transaction import Transaction
 from .._appconn import driver_connection, join_transaction
-from .._base import (Added, Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
-                     NoticeListener, Recent, Settlement, Stats, Step, Watched)
-from .._counts import queue_counts
-from .._reads import page_of
-from . import _claim, _groups, _jobs, _leases, _sql
+from .._base import (Added, Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener,
+                     Settlement, Stats, Watched)
+from .._engine import groups as _engine_groups
+from .._engine import jobs as _engine_jobs
+from .._engine import leases, reads, work
+from .._targets import LOCK_TIMEOUT
+from . import _sql
 from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
+from ._executor import PgExecutor
 from ._keeper import Keeper
 from ._reads import PostgresReads
 from ._writer import Writer
 
 DURABILITY = ("full", "normal", "off")
-LOCK_TIMEOUT = 30.0
 POOL_MAX = 16  # reader connections per store and process, at most
 ADD_UNKNOWN = ("the connection was lost while the add committed: the jobs may or may not have been added; "
                "with ids, adding them again is safe (an id adds once)")
@@ -171,7 +177,7 @@ class PostgresBackend(PostgresReads, Backend):
         lost is alive); one write transaction then confirms
         each with ``pg_try_advisory_xact_lock`` (held until it commits, so that
         a process coming back meanwhile re-registers only after its leases and
-        registration were ended), ends its leases as ``_leases.end_owner``
+        registration were ended), ends its leases as ``_engine.leases.end_owner``
         does, removes its registration and watches, and notifies its queues.
         It also updates this process's ``seen``: a heartbeat. A machine that
         vanished is noticed once the server drops its connection. For a few
@@ -198,10 +204,10 @@ class PostgresBackend(PostgresReads, Backend):
                     continue  # alive: it took its lock again since the read
                 for queue in [name for (name,) in conn.all(q.owner_queues, ([other],))]:
                     self._writer.lock(conn, queue)  # a queue the read did not see (out of order: see _writer)
-                for queue in _leases.end_owner(conn, other, lambda name: self._options_in(name, conn), now):
+                ex = PgExecutor(conn)
+                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now):
                     self._writer.notify(queue)  # their jobs wait again, and their places are free
-                conn.execute(q.watched_delete_owner, (other,))
-                conn.execute(q.process_delete, (other,))
+                work.leave(ex, other)
                 found += 1
             return found
         if not dead and own is None:
@@ -225,8 +231,7 @@ class PostgresBackend(PostgresReads, Backend):
         owner = self._owner
         if owner is not None:
             def leave(conn: PgConn) -> None:
-                conn.execute(q.watched_delete_owner, (owner,))
-                conn.execute(q.process_delete, (owner,))
+                work.leave(PgExecutor(conn), owner)
             try:
                 self.submit(leave).result()  # before the lock goes: nobody finds this process dead meanwhile
             except Error as exc:
@@ -283,38 +288,25 @@ class PostgresBackend(PostgresReads, Backend):
         except psycopg.Error as exc:
             raise_translated(exc, self._where, queue)
 
-    def _options_in(self, queue: str, conn: PgConn) -> QueueOptions:
-        text = _groups.options_text(conn, queue)
-        return QueueOptions.kept(text) if text is not None else QueueOptions()
-
     # Queues
 
     def load_options(self, queue: str) -> Optional[QueueOptions]:
         with self._read(queue=queue) as conn:
-            row = conn.one(self.q.queue_options, (queue,))
-        return QueueOptions.kept(row[0]) if row else None
+            return reads.options(PgExecutor(conn), queue)
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> None:
-            before = self._options_in(queue, conn)
-            conn.execute(q.queue_save, (queue, json.dumps(options.to_json())))
-            if conn.options is not None:
-                conn.options.pop(queue, None)
-            if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
-                _groups.refresh(conn, queue, options)
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.save_options(PgExecutor(conn), queue, options), work=queue)
 
     def queue_names(self) -> list[str]:
         with self._read() as conn:
-            return [name for name, _ in conn.all(self.q.queue_names)]
+            return reads.queue_names(PgExecutor(conn))
 
     # Jobs
 
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
         if tx is None:
-            return self.submit(_jobs.add, queue, jobs, now, work=queue, unknown=ADD_UNKNOWN)
+            return self.submit(lambda conn: _engine_jobs.add(PgExecutor(conn), queue, jobs, now), work=queue,
+                               unknown=ADD_UNKNOWN)
         self._usable()
         conn = tx.connection if isinstance(tx.connection, PgConn) else PgConn(tx.connection, self.q)
         raw = conn.raw
@@ -337,90 +329,54 @@ class PostgresBackend(PostgresReads, Backend):
         ends (see _writer), and its notice is sent when it commits."""
         q = self.q
         conn.execute(q.lock_queue, (q.queue_key, queue))
-        added = _jobs.add(conn, queue, jobs, now)
+        added = _engine_jobs.add(PgExecutor(conn), queue, jobs, now)
         # Told by this process at its commit (store.transaction()), else heard by every process.
         owner = self._owner if tx.told is not None else None
         conn.execute(q.notify_one, (q.channel, json.dumps({"o": owner, "q": queue})))
         return added
 
     def declare(self, queue: str, job: NewJob, now: float) -> Future:
-        return self.submit(_jobs.declare, queue, job, now, work=queue, unknown=ADD_UNKNOWN)
+        return self.submit(lambda conn: _engine_jobs.declare(PgExecutor(conn), queue, job, now), work=queue,
+                           unknown=ADD_UNKNOWN)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._read(queue=queue) as conn:
-            row = conn.one(self.q.job_by_id, (queue, id))
-        return JobRow(*row) if row else None
+            return reads.get(PgExecutor(conn), queue, id)
 
     def ahead(self, row: JobRow, now: float) -> int:
-        args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
         with self._read(queue=row.queue) as conn:
-            return conn.one(self.q.ahead, args)[0]
+            return reads.ahead(PgExecutor(conn), row, now)
 
     def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
-        last = max(rows, key=lambda r: (r.at, r.seq))
-        args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": [r.seq for r in rows]}
         with self._read(queue=queue) as conn:
-            return dict(conn.all(self.q.ahead_many, args))
+            return reads.ahead_many(PgExecutor(conn), queue, rows, now)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
-        name, filters = page_of(state, grp)
         with self._read(queue=queue) as conn:
-            rows = conn.all(getattr(self.q, name), {"queue": queue, "after": after or "", "grp": grp, "now": now,
-                                                    "limit": limit, **filters})
-        return [JobRow(*r) for r in rows]
+            return reads.jobs(PgExecutor(conn), queue, state, grp, limit, after, now)
 
     def detail(self, seq: int) -> JobDetail:
         with self._read(snapshot=True) as conn:
-            steps = [Step(*row) for row in conn.all(self.q.steps_of_job, (seq,))]
-            lease = conn.one(self.q.lease_of_job, (seq,))
-        return JobDetail(steps, Lease(*lease) if lease is not None else None)
+            return reads.detail(PgExecutor(conn), seq)
 
     def cancel(self, queue: str, id: str, now: float) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> Optional[JobRow]:
-            row = conn.one(q.job_by_id, (queue, id))
-            if row is None or row[5] not in ("queued", "running"):
-                return None
-            job = JobRow(*row)
-            conn.execute(q.lease_drop, (job.seq,))
-            _jobs.remove(conn, [job.seq])
-            conn.execute(q.cancelled_mark, (job.seq, now))
-            if job.grp is not None:
-                _groups.recompute(conn, queue, job.grp, self._options_in(queue, conn), now)
-            self._writer.notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
-            return job
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.cancel(PgExecutor(conn), queue, id, now, self._writer.notify),
+                           work=queue)
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> bool:
-            row = conn.one(q.job_by_id, (queue, id))
-            if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
-                return False
-            conn.execute(q.job_retry_failed, (now, row[0]))
-            if row[4] is not None:
-                conn.execute(q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
-            return True
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.retry_failed(PgExecutor(conn), queue, id, now), work=queue)
 
     def stats(self, now: float) -> Stats:
-        q = self.q
         with self._read(snapshot=True) as conn:
-            counts = queue_counts(conn.all(q.queue_counts), conn.all(q.expired_counts, {"now": now}),
-                                  conn.all(q.scheduled_counts, {"now": now}), conn.all(q.first_due), now)
-            recent = [Recent(*row) for row in conn.all(q.recent_counts, (int(now // 60) - 1,))]
-            names = [name for name, _ in conn.all(q.queue_names)]
-        return Stats(names, counts, recent)
+            return reads.stats(PgExecutor(conn), now)
 
     def maintain(self, now: float, batch: int = 500, progress: Optional[Callable[[int], None]] = None) -> int:
         q = self.q
 
         def op(conn: PgConn, queue: str) -> int:
             seqs = [s for (s,) in conn.all(q.expired_jobs, (queue, now, batch))]
-            _jobs.remove(conn, seqs)
+            _engine_jobs.remove(PgExecutor(conn), seqs)
             return len(seqs)
         with self._read() as conn:
             queues = [name for (name,) in conn.all(q.expired_queues, (now,))]
@@ -439,9 +395,7 @@ class PostgresBackend(PostgresReads, Backend):
         names = self.queue_names()
 
         def prune(conn: PgConn) -> None:
-            conn.execute(q.cancelled_prune, (now - 3600,))
-            conn.execute(q.changes_prune)
-            conn.execute(q.counts_prune, (int(now // 60) - 1440,))
+            work.prune(PgExecutor(conn), now)
             for name in names:  # a queue no worker claims from: its jobs per state folded here
                 conn.execute(q.counts_fold, {"queue": name})
         self.submit(prune, queues=names).result()  # counts are written under their queues' locks
@@ -461,25 +415,16 @@ class PostgresBackend(PostgresReads, Backend):
                            queues=[row[0]] if row else [])
 
     def watch_end(self, owner: int, seq: int) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> None:
-            conn.execute(q.watched_delete, (seq, owner))
-            conn.execute(q.changes_prune_job, {"job": seq})
         self._watching.discard(seq)
-        return self.submit(op)
+        return self.submit(lambda conn: work.watch_end(PgExecutor(conn), owner, seq))
 
     def watched(self, cursors: dict[int, int]) -> Watched:
-        q = self.q
         with self._read(snapshot=True) as conn:  # one snapshot: each row is what its last change made it
-            rows = conn.all(q.jobs_by_seqs, (list(cursors),))
-            changes = [Change(*c) for c in conn.all(q.changes_since, {"jobs": list(cursors),
-                                                                      "cursors": list(cursors.values())})]
-        return Watched({r[0]: JobRow(*r) for r in rows}, changes)
+            return reads.watched(PgExecutor(conn), cursors)
 
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
-            return conn.one(self.q.cancelled_get, (seq,)) is not None
+            return reads.was_cancelled(PgExecutor(conn), seq)
 
     # Workers
 
@@ -490,82 +435,38 @@ class PostgresBackend(PostgresReads, Backend):
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             t = now() if callable(now) else now
             conn.execute(self.q.counts_fold, {"queue": queue})  # the queue's counts kept (migration 004)
-            opts = self._options_in(queue, conn)  # as kept: another process may have changed them
-            stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
-            expired = _leases.end_expired(conn, queue, opts, t)
-            if expired or gives_work(settlements, stale, opts):
-                self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
-            claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
-            wake = None
-            if len(claimed) < want:
-                times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
-                wake = min(times) if times else None
-            return Cycle(claimed, stale, wake, opts)
+            return work.cycle(PgExecutor(conn), queue, owner, settlements, want, t, self._writer.notify)
         return self.submit(op, queues=[queue], source=source)
 
     def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> set[int]:
-            conn.execute(q.lease_renew, (expires, owner, queue))
-            return {s for (s,) in conn.all(q.leases_held, (owner, seqs))}
-        return self.submit(op, queues=[queue])
+        return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs), queues=[queue])
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
         # No queue lock (the core does not name the queue, and it writes nothing that limits and order
-        # read): the lease's row lock orders it with whatever ends the attempt meanwhile.
-        q = self.q
-
-        def op(conn: PgConn) -> bool:
-            if conn.one(q.lease_held_locked, (seq, attempt)) is None:
-                return False
-            conn.execute(q.job_progress, (value, seq))
-            return True
-        return self.submit(op)
+        # read): the lease's row lock (lease_held_for_write) orders it with whatever ends the attempt.
+        return self.submit(lambda conn: work.progress(PgExecutor(conn), seq, attempt, value))
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
-            row = conn.one(self.q.step_get, (seq, name))
-        return row[0] if row else None
+            return reads.step_answer(PgExecutor(conn), seq, name)
 
     def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
-        q = self.q
-
-        def op(conn: PgConn) -> bool:
-            if conn.one(q.lease_held_locked, (seq, attempt)) is None:  # see progress
-                return False
-            conn.execute(q.step_keep, (seq, name, attempt, answer))
-            return True
-        return self.submit(op)
+        return self.submit(lambda conn: work.keep_step(PgExecutor(conn), seq, attempt, name, answer))  # see progress
 
     def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
                  encode: Callable[[Any], str]) -> tuple[bool, str]:
-        seq, attempt = lease
-        q = self.q
         with self.transaction() as tx:
-            conn: PgConn = tx.connection
-            try:
-                row = conn.one(q.lease_queue, lease)
-                if row is not None:
-                    conn.execute(q.lock_queue, (q.queue_key, row[0]))
-                    # Locked until the commit: nothing ends the lease meanwhile (a settlement, an expiry, a
-                    # cancel of another process waits for it).
-                    row = conn.one(q.lease_lock, lease)
-                kept = conn.one(q.step_get, (seq, name)) if row is not None else None
-            except psycopg.Error as exc:
-                raise_translated(exc, self._where)
-            if row is None:
-                raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
-            if kept is not None:
-                return True, kept[0]
-            answer = encode(fn(tx))
-            try:
-                conn.execute(q.step_insert, (seq, name, attempt, answer))  # a unique key: never kept twice
-            except psycopg.errors.UniqueViolation:
-                raise Conflict("the step was kept by another attempt meanwhile; the transaction was rolled back") from None
-            except psycopg.Error as exc:
-                raise_translated(exc, self._where)
-            return False, answer
+            return work.transact(PgExecutor(tx.connection), tx, lease, name, fn, encode, own=self._own)
+
+    @contextmanager
+    def _own(self) -> Iterator[None]:
+        """tinystore's own statements in the application's transaction: psycopg's errors as tinystore's."""
+        try:
+            yield
+        except psycopg.errors.UniqueViolation:
+            raise Conflict("the step was kept by another attempt meanwhile; the transaction was rolled back") from None
+        except psycopg.Error as exc:
+            raise_translated(exc, self._where)
 
     # The application's own rows
 

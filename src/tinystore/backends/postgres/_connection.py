@@ -21,6 +21,7 @@ from psycopg import errors as pe
 from psycopg.conninfo import conninfo_to_dict
 
 from ..._errors import DiskFull, Error, Locked, ReadOnly, StoreCorrupt, Unavailable
+from .._targets import scrubbed
 
 # SQLSTATEs of tinystore's own transactions that are tried again at once, inside the backend.
 RETRIED = {"40P01", "40001"}  # deadlock detected, serialization failure
@@ -68,12 +69,7 @@ class Where:
 
     def scrub(self, text: str) -> str:
         """``text`` in one line, without the URL's password (as the URL, a token of it, or the bare word)."""
-        try:
-            from .. import scrubbed
-            text = scrubbed(text, self.url)
-        except ImportError:  # pragma: no cover - an older tinystore.backends
-            pass
-        return _scrub(text, self.password)
+        return _scrub(scrubbed(text, self.url), self.password)
 
 
 def _scrub(text: str, password: Optional[str]) -> str:

@@ -22,7 +22,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..._errors import InvalidArgument
-from .. import scrubbed, shown
+from .._targets import scrubbed, shown
 
 CONNECT_TIMEOUT = 10  # seconds, unless the URL says connect_timeout=
 TABLES = ("migrations", "queues", "jobs", "leases")  # a schema with all of these holds tinystore's tables

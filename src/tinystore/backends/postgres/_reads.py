@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .._reads import GroupRunning, MinuteCounts, Usage
-from ._sql import _here, _load, schema
-
-_READS = _load(_here.joinpath("reads.sql").read_text("utf-8"))
-
-
-@lru_cache(maxsize=None)
-def _named(name: str) -> dict[str, str]:
-    """The statements of reads.sql for schema ``name``."""
-    return {query: schema(name).named(sql) for query, sql in _READS.items()}
 
 
 class PostgresReads:
     """Mixed into ``PostgresBackend``: its ``_read`` gives a pooled connection, ``q.name`` its schema."""
 
     def minute_counts(self, since: int) -> list[MinuteCounts]:
-        r = _named(self.q.name)  # type: ignore[attr-defined]
+        r = self.q.reads  # type: ignore[attr-defined]
         with self._read() as conn:  # type: ignore[attr-defined]
             return [MinuteCounts(*row) for row in conn.all(r["minute_counts"], (since,))]
 
     def usage(self, queue: str, since: float, groups: int) -> Usage:
-        r = _named(self.q.name)  # type: ignore[attr-defined]
+        r = self.q.reads  # type: ignore[attr-defined]
         with self._read(snapshot=True, queue=queue) as conn:  # type: ignore[attr-defined]
             started = conn.one(r["starts_since"], (queue, since))[0]
             busiest = [GroupRunning(*row) for row in conn.all(r["busiest_groups"], (queue, groups))]

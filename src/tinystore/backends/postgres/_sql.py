@@ -1,4 +1,5 @@
-"""The named statements of queries.sql and the migrations, for one schema.
+"""The statements the PostgreSQL backend runs, by name (the engine's shared ones and queries.sql's), and
+its migrations, for one schema.
 
 Every statement names tinystore's tables with their schema (``{schema}`` in
 the files, replaced by the quoted name, which ``open_backend`` validated):
@@ -8,25 +9,16 @@ never finds tinystore's tables instead of its own.
 
 from __future__ import annotations
 
-import re
 import zlib
 from functools import lru_cache
 from importlib.resources import files
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
+from .._engine.statements import Statements, catalogue, parse, pyformat
+
 _here = files(__package__)
-
-
-def _load(text: str) -> dict[str, str]:
-    parts = _NAME.split(text)
-    queries = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
-        lines = [ln for ln in body.strip().splitlines() if not ln.startswith("--")]
-        queries[name] = "\n".join(lines).rstrip().rstrip(";")
-    return queries
-
-
-_QUERIES = _load(_here.joinpath("queries.sql").read_text("utf-8"))
+_QUERIES = catalogue(parse(_here.joinpath("queries.sql").read_text("utf-8")),
+                     lambda sql: pyformat(sql, "{schema}"))
+_READS = parse(_here.joinpath("reads.sql").read_text("utf-8"))
 _MIGRATIONS: list[tuple[int, str]] = sorted(
     (int(p.name[len("migration_"):-len(".sql")]), p.read_text("utf-8"))
     for p in _here.iterdir()
@@ -54,8 +46,9 @@ class Schema:
             self.live_key ^= 1
         # The NOTIFY channel (an identifier: at most 63 bytes), unique per schema.
         self.channel = f"tinystore_{self.queue_key:08x}_{name}"[:63]
-        for query, sql in _QUERIES.items():
-            setattr(self, query, self.named(sql))
+        self.statements = Statements({query: self.named(sql) for query, sql in _QUERIES.items()})
+        self.reads = Statements({query: self.named(sql) for query, sql in _READS.items()})  # (_reads)
+        self.__dict__.update(self.statements)
 
     def named(self, sql: str) -> str:
         return sql.replace("{schema}", self.quoted).replace("{channel}", self.channel)

@@ -63,6 +63,7 @@ import psycopg
 
 from ..._errors import Closed, Error
 from .._base import Notice
+from .._commits import CommitNotices
 from ._connection import RETRIED, PgConn, Where, is_connection_error, translated
 
 log = logging.getLogger("tinystore.store")
@@ -81,7 +82,7 @@ class Writer:
         self._pending: deque = deque()
         self._cv = threading.Condition()
         self._closing = False
-        self._noticed: list[tuple[str, Optional[int]]] = []
+        self._notices = CommitNotices()  # the running transaction's
         self.owner: Optional[int] = None  # this process's registration, which its notices name
         self.transactions = 0  # write transactions begun, for tests and benchmarks
         # Where a list: each transaction adds to work[0] the rows its statements read and wrote in the
@@ -113,7 +114,7 @@ class Writer:
 
     def notify(self, queue: str, job: Optional[int] = None) -> None:
         """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
-        self._noticed.append((queue, job))
+        self._notices.notify(queue, job)
 
     def lock(self, conn: PgConn, queue: str) -> None:
         """From inside an operation: take ``queue``'s lock now, where the batch does not hold it yet."""
@@ -218,15 +219,13 @@ class Writer:
             self.lock(conn, queue)
         stage[0] = "run"
         outcomes = []
-        queues: dict[str, Any] = {}
-        cancelled: set[tuple[str, int]] = set()
-        changed = False
+        notices = self._notices = CommitNotices()
         alone = len(batch) == 1  # alone in its transaction, an operation needs no savepoint
         for fn, args, future, work, source, locks, unknown in batch:
             if not alone:
                 conn.execute("SAVEPOINT operation")
             before = conn.changes
-            self._noticed = [(work, None)] if work is not None else []
+            notices.begin(work)
             try:
                 result = fn(conn, *args)
             except Exception as exc:
@@ -241,24 +240,18 @@ class Writer:
                 continue
             outcomes.append((future, result, None))
             if conn.changes != before:
-                changed = True
-                for queue, job in self._noticed:
-                    if job is None:
-                        queues[queue] = source if queues.get(queue, source) is source else None
-                    else:
-                        cancelled.add((queue, job))
+                notices.wrote(source)
             if not alone:
                 conn.execute("RELEASE SAVEPOINT operation")
-        if queues or cancelled:
-            payloads = [json.dumps({"o": self.owner, "q": queue}) for queue in queues]
-            payloads += [json.dumps({"o": self.owner, "q": queue, "j": job}) for queue, job in cancelled]
+        if notices.queues or notices.cancelled:
+            payloads = [json.dumps({"o": self.owner, "q": queue}) for queue in notices.queues]
+            payloads += [json.dumps({"o": self.owner, "q": queue, "j": job}) for queue, job in notices.cancelled]
             conn.execute(q.notify_many, (q.channel, payloads))
         if measure is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed
             measure[0] += conn.one(q.work_done, (q.name,))[0] - began
         stage[0] = "commit"
         conn.execute("COMMIT")
-        notice = Notice(queues, frozenset(job for _, job in cancelled)) if changed else None
-        return notice, outcomes
+        return notices.notice(), outcomes
 
     def _roll_back(self, conn: PgConn) -> None:
         try:

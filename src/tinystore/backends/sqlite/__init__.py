@@ -1,18 +1,23 @@
 """The SQLite backend: a store is one file, written by one writer thread per process.
 
-Files: ``_connection`` (pragmas, waiting for the write lock, errors as
-tinystore's), ``_writer`` (group commit, notices), ``_hearing`` (other
-processes' commits), ``_appconn`` (the application's own connection), ``_jobs`` (job rows added and removed, seqs), ``_claim``
-(claims under limits), ``_groups`` (group bookkeeping), ``_leases``
-(settlements, expiry, dead processes), ``_liveness`` (process locks),
-``_identity`` (one file, one name, one process: links, a file deleted or
-replaced while open, forks), ``_sql`` (loads ``queries.sql`` and the
-migrations).
+The algorithm (claims under limits, groups, leases, settlements, adds, reads)
+is the engine's (``backends/_engine``); this package gives it a connection
+and statements, and runs the store's file.
+
+Files: ``_executor`` (the engine's executor on a SQLite connection: lists as
+JSON, seqs, damaged rows), ``queries.sql`` (the statements whose text is
+SQLite's own), ``_sql`` (loads them with the engine's, and the migrations),
+``_connection`` (pragmas, waiting for the write lock, errors as tinystore's),
+``_writer`` (group commit, notices), ``_hearing`` (other processes' commits),
+``_appconn`` (the application's own connection), ``_liveness`` (process
+locks), ``_identity`` (one file, one name, one process: links, a file deleted
+or replaced while open, forks), ``_check``, ``_readonly``, ``_files``,
+``_damage`` (an operator's commands on a file), ``_daily_check`` (maintenance's
+look for damage).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -21,21 +26,23 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from ..._errors import Closed, Conflict, Error, InvalidArgument
+from ..._errors import Closed, Error, InvalidArgument
 from ..._options import QueueOptions
-from ..._settle import gives_work
 from ..._transaction import Transaction
 from .._appconn import join_transaction
-from .._base import (Backend, Change, Cycle, FailureListener, JobDetail, JobRow, Lease, NewJob, Notice,
-                     NoticeListener, Recent, Settlement, Stats, Step, Watched)
-from .._counts import queue_counts
-from .._reads import page_of
-from . import _appconn, _claim, _groups, _identity, _jobs, _leases
-from ._connection import (LOCK_TIMEOUT, begin_immediate, check_file, connect, corrupt, is_busy, naming,
+from .._targets import LOCK_TIMEOUT
+from .._base import (Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener,
+                     Settlement, Stats, Watched)
+from .._engine import groups as _engine_groups
+from .._engine import jobs as _engine_jobs
+from .._engine import leases, reads, work
+from . import _appconn, _daily_check, _identity
+from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
 from ._hearing import Hearing
+from ._executor import SQLiteExecutor
 from ._reads import SQLiteReads
 from ._writer import Writer
 
@@ -156,10 +163,10 @@ class SQLiteBackend(SQLiteReads, Backend):
         for row in conn.execute(Q.process_list).fetchall():
             other = row[0]
             if other != owner and not self._here.alive(row, self._lock):
-                for queue in _leases.end_owner(conn, other, self._options_in, now):
+                ex = SQLiteExecutor(conn)
+                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now):
                     self._writer.notify(queue)  # their jobs wait again, and their places are free
-                conn.execute(Q.watched_delete_owner, (other,))
-                conn.execute(Q.process_delete, (other,))
+                work.leave(ex, other)
                 dead += 1
         return dead
 
@@ -216,7 +223,7 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def inherited_connections(self) -> list[sqlite3.Connection]:
         """Every connection of the store, for a forked child to keep and never close (see _identity)."""
-        return [self._writer._conn, *self._readers]
+        return [self._writer.connection, *self._readers]
 
     def close(self) -> None:
         if self.forked():
@@ -229,8 +236,7 @@ class SQLiteBackend(SQLiteReads, Backend):
             owner = self._owner
 
             def leave(conn: sqlite3.Connection) -> None:
-                conn.execute(Q.watched_delete_owner, (owner,))
-                conn.execute(Q.process_delete, (owner,))
+                work.leave(SQLiteExecutor(conn), owner)
                 # Released before the commit, while no other process can register: released after it, a
                 # process opening meanwhile would be given this id and find its byte still locked.
                 for lock in locks:
@@ -317,38 +323,25 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     # Queues
 
-    def _options_in(self, queue: str, conn: Optional[sqlite3.Connection] = None) -> QueueOptions:
-        row = (conn or self._writer_conn()).execute(Q.queue_options, (queue,)).fetchone()
-        return QueueOptions.kept(row[0]) if row else QueueOptions()
-
-    def _writer_conn(self) -> sqlite3.Connection:
-        return self._writer._conn
-
     def load_options(self, queue: str) -> Optional[QueueOptions]:
         with self._about(queue), self._read() as conn:
-            row = conn.execute(Q.queue_options, (queue,)).fetchone()
-        return QueueOptions.kept(row[0]) if row else None
+            return reads.options(SQLiteExecutor(conn), queue)
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
-        def op(conn: sqlite3.Connection) -> None:
-            before = self._options_in(queue, conn)
-            conn.execute(Q.queue_save, (queue, json.dumps(options.to_json())))
-            if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
-                _groups.refresh(conn, queue, options)
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.save_options(SQLiteExecutor(conn), queue, options), work=queue)
 
     def queue_names(self) -> list[str]:
         with self._read() as conn:
-            return [name for name, _ in conn.execute(Q.queue_names)]
+            return reads.queue_names(SQLiteExecutor(conn))
 
     # Jobs
 
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
         if tx is None:
-            return self.submit(_jobs.add, queue, jobs, now, work=queue)
+            return self.submit(lambda conn: _engine_jobs.add(SQLiteExecutor(conn), queue, jobs, now), work=queue)
         future: Future = Future()
         try:
-            added = _jobs.add(tx.connection, queue, jobs, now, locked=False)
+            added = _engine_jobs.add(SQLiteExecutor(tx.connection, locked=False), queue, jobs, now)
             # Told by this process at its commit (store.transaction()), else heard by every process.
             tx.connection.execute(Q.notice_insert, (self._owner if tx.told is not None else None, queue, None))
             if tx.told is not None:
@@ -362,93 +355,53 @@ class SQLiteBackend(SQLiteReads, Backend):
         return future
 
     def declare(self, queue: str, job: NewJob, now: float) -> Future:
-        return self.submit(_jobs.declare, queue, job, now, work=queue)
+        return self.submit(lambda conn: _engine_jobs.declare(SQLiteExecutor(conn), queue, job, now), work=queue)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._about(queue), self._read() as conn:
-            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
-        return JobRow(*row) if row else None
+            return reads.get(SQLiteExecutor(conn), queue, id)
 
     def ahead(self, row: JobRow, now: float) -> int:
-        args = {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq}
         with self._about(row.queue), self._read() as conn:
-            return (conn.execute(Q.ahead_ungrouped, args).fetchone()[0]
-                    + conn.execute(Q.ahead_grouped, args).fetchone()[0])
+            return reads.ahead(SQLiteExecutor(conn), row, now)
 
     def ahead_many(self, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
-        last = max(rows, key=lambda r: (r.at, r.seq))
-        args = {"queue": queue, "now": now, "at": last.at, "seq": last.seq, "seqs": json.dumps([r.seq for r in rows])}
         with self._about(queue), self._read() as conn:
-            return dict(conn.execute(Q.ahead_many, args).fetchall())
+            return reads.ahead_many(SQLiteExecutor(conn), queue, rows, now)
 
     def watch_begin(self, owner: int, seq: int) -> Future:
         return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
 
     def watch_end(self, owner: int, seq: int) -> Future:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(Q.watched_delete, (seq, owner))
-            conn.execute(Q.changes_prune_job, {"job": seq})
-        return self.submit(op)
+        return self.submit(lambda conn: work.watch_end(SQLiteExecutor(conn), owner, seq))
 
     def watched(self, cursors: dict[int, int]) -> Watched:
         with self._read() as conn:  # one snapshot: each row is what its last change made it
-            rows = conn.execute(Q.jobs_by_seqs, (json.dumps(list(cursors)),)).fetchall()
-            changes = [Change(*c) for c in conn.execute(Q.changes_since, (json.dumps(list(cursors.items())),))]
-        return Watched({r[0]: JobRow(*r) for r in rows}, changes)
+            return reads.watched(SQLiteExecutor(conn), cursors)
 
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
-            return conn.execute(Q.cancelled_get, (seq,)).fetchone() is not None
+            return reads.was_cancelled(SQLiteExecutor(conn), seq)
 
     def cancel(self, queue: str, id: str, now: float) -> Future:
-        def op(conn: sqlite3.Connection) -> Optional[JobRow]:
-            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
-            if row is None or row[5] not in ("queued", "running"):
-                return None
-            job = JobRow(*row)
-            conn.execute(Q.lease_drop, (job.seq,))
-            _jobs.remove(conn, [job.seq])
-            conn.execute(Q.cancelled_mark, (job.seq, now))
-            if job.grp is not None:
-                _groups.recompute(conn, queue, job.grp, self._options_in(queue, conn), now)
-            self._writer.notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
-            return job
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.cancel(SQLiteExecutor(conn), queue, id, now, self._writer.notify),
+                           work=queue)
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
-        def op(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(Q.job_by_id, (queue, id)).fetchone()
-            if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
-                return False
-            conn.execute(Q.job_retry_failed, (now, row[0]))
-            if row[4] is not None:
-                conn.execute(Q.group_add, {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
-            return True
-        return self.submit(op, work=queue)
+        return self.submit(lambda conn: work.retry_failed(SQLiteExecutor(conn), queue, id, now), work=queue)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
-        name, filters = page_of(state, grp)
         with self._about(queue), self._read() as conn:
-            rows = conn.execute(getattr(Q, name), {"queue": queue, "after": after or "", "grp": grp, "now": now,
-                                                   "limit": limit, **filters}).fetchall()
-        return [JobRow(*r) for r in rows]
+            return reads.jobs(SQLiteExecutor(conn), queue, state, grp, limit, after, now)
 
     def stats(self, now: float) -> Stats:
         with self._read() as conn:
-            counts = queue_counts(conn.execute(Q.queue_counts).fetchall(),
-                                  conn.execute(Q.expired_counts, {"now": now}).fetchall(),
-                                  conn.execute(Q.scheduled_counts, {"now": now}).fetchall(),
-                                  conn.execute(Q.first_due).fetchall(), now)
-            recent = [Recent(*row) for row in conn.execute(Q.recent_counts, (int(now // 60) - 1,))]
-            names = [name for name, _ in conn.execute(Q.queue_names)]
-        return Stats(names, counts, recent)
+            return reads.stats(SQLiteExecutor(conn), now)
 
     def detail(self, seq: int) -> JobDetail:
         with self._read() as conn:
-            steps = [Step(*row) for row in conn.execute(Q.steps_of_job, (seq,))]
-            lease = conn.execute(Q.lease_of_job, (seq,)).fetchone()
-        return JobDetail(steps, Lease(*lease) if lease is not None else None)
+            return reads.detail(SQLiteExecutor(conn), seq)
 
     # Workers
 
@@ -458,59 +411,26 @@ class SQLiteBackend(SQLiteReads, Backend):
             # The clock is read once the write lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             t = now() if callable(now) else now
-            opts = self._options_in(queue, conn)  # as kept: another process may have changed them
-            stale = _leases.settle(conn, queue, opts, settlements, t) if settlements else []
-            expired = _leases.end_expired(conn, queue, opts, t)
-            if expired or gives_work(settlements, stale, opts):
-                self._writer.notify(queue)  # jobs requeued, places freed: other processes may claim
-            claimed, slides = _claim.claim(conn, queue, opts, owner, want, t) if want > 0 else ([], None)
-            wake = None
-            if len(claimed) < want:
-                times = [w for w in (slides, _claim.next_wake(conn, queue, t)) if w is not None]
-                wake = min(times) if times else None
-            return Cycle(claimed, stale, wake, opts)
+            return work.cycle(SQLiteExecutor(conn), queue, owner, settlements, want, t, self._writer.notify)
         return self.submit(op, source=source)
 
     def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
-        def op(conn: sqlite3.Connection) -> set[int]:
-            conn.execute(Q.lease_renew, (expires, owner, queue))
-            return {s for (s,) in conn.execute(Q.leases_held, (owner, json.dumps(seqs)))}
-        return self.submit(op)
+        return self.submit(lambda conn: work.renew(SQLiteExecutor(conn), queue, owner, expires, seqs))
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
-        def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(Q.lease_held, (seq, attempt)).fetchone() is None:
-                return False
-            conn.execute(Q.job_progress, (value, seq))
-            return True
-        return self.submit(op)
+        return self.submit(lambda conn: work.progress(SQLiteExecutor(conn), seq, attempt, value))
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
-            row = conn.execute(Q.step_get, (seq, name)).fetchone()
-        return row[0] if row else None
+            return reads.step_answer(SQLiteExecutor(conn), seq, name)
 
     def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
-        def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(Q.lease_held, (seq, attempt)).fetchone() is None:
-                return False
-            conn.execute(Q.step_keep, (seq, name, attempt, answer))
-            return True
-        return self.submit(op)
+        return self.submit(lambda conn: work.keep_step(SQLiteExecutor(conn), seq, attempt, name, answer))
 
     def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
                  encode: Callable[[Any], str]) -> tuple[bool, str]:
-        seq, attempt = lease
         with self.transaction() as tx:  # BEGIN IMMEDIATE: the lease and the step are read under the write lock
-            conn = tx.connection
-            if conn.execute(Q.lease_held, lease).fetchone() is None:
-                raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
-            kept = conn.execute(Q.step_get, (seq, name)).fetchone()
-            if kept is not None:
-                return True, kept[0]
-            answer = encode(fn(tx))
-            conn.execute(Q.step_insert, (seq, name, attempt, answer))  # a unique key: never kept twice
-            return False, answer
+            return work.transact(SQLiteExecutor(tx.connection), tx, lease, name, fn, encode)
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -555,7 +475,7 @@ class SQLiteBackend(SQLiteReads, Backend):
     def maintain(self, now: float, batch: int = 500, progress: Optional[Callable[[int], None]] = None) -> int:
         def op(conn: sqlite3.Connection) -> int:
             seqs = [s for (s,) in conn.execute(Q.expired_jobs, (now, batch)).fetchall()]
-            _jobs.remove(conn, seqs)
+            _engine_jobs.remove(SQLiteExecutor(conn), seqs)
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
@@ -565,9 +485,10 @@ class SQLiteBackend(SQLiteReads, Backend):
                 progress(removed)
             if count < batch:
                 break
-        self.submit(lambda conn: (conn.execute(Q.cancelled_prune, (now - 3600,)),
-                                  conn.execute(Q.changes_prune),
-                                  conn.execute(Q.counts_prune, (int(now // 60) - 1440,)))).result()
+        self.submit(lambda conn: work.prune(SQLiteExecutor(conn), now)).result()
+        if self.submit(_daily_check.take, now).result():  # once a day for the store, in one process
+            with self._read() as conn:
+                _daily_check.run(conn, self.path)
         return removed
 
 

@@ -21,7 +21,7 @@ import sqlite3
 from typing import Any, Optional
 
 from ..._errors import InvalidArgument
-from .. import CheckReport, UnreadableJob
+from .._reports import CheckReport, UnreadableJob
 from ._damage import is_damage
 from ._files import check_existing, connect_read_only, has_tables
 

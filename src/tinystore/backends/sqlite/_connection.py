@@ -13,7 +13,7 @@ from typing import Optional
 from urllib.parse import quote
 
 from ._damage import damaged
-from .. import LOCK_TIMEOUT
+from .._targets import LOCK_TIMEOUT
 from ..._errors import DiskError, DiskFull, Error, InvalidArgument, Locked, ReadOnly, StoreCorrupt
 
 log = logging.getLogger("tinystore.store")
@@ -80,20 +80,20 @@ def begin_immediate(conn: sqlite3.Connection) -> None:
         try:
             conn.execute("BEGIN IMMEDIATE")
             if warned:
-                log.info("the write lock of %s was given up after %.1fs: writes go on", _path(conn),
+                log.info("the write lock of %s was given up after %.1fs: writes go on", path_of(conn),
                          time.monotonic() - began)
             return
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
-                raise translated(exc, _path(conn), _timeout(conn)) from None
+                raise translated(exc, path_of(conn), timeout_of(conn)) from None
         waited = time.monotonic() - began
-        timeout = _timeout(conn)
+        timeout = timeout_of(conn)
         if waited >= timeout:
-            raise locked(_path(conn), timeout)
+            raise locked(path_of(conn), timeout)
         if waited >= LOCK_WARNING and not warned:
             warned = True
             log.warning("another process has held the write lock of %s for %.0fs; waiting up to %gs "
-                        "(lock_timeout)", _path(conn), waited, timeout)
+                        "(lock_timeout)", path_of(conn), waited, timeout)
         time.sleep(pause)
         pause = min(2 * pause, 0.002)
 
@@ -184,11 +184,13 @@ def _name(exc: sqlite3.Error) -> str:
     return getattr(exc, "sqlite_errorname", None) or type(exc).__name__
 
 
-def _path(conn: sqlite3.Connection) -> str:
+def path_of(conn: sqlite3.Connection) -> str:
+    """The store's path a connection was opened on, for messages."""
     return getattr(conn, "path", "(the store)")
 
 
-def _timeout(conn: sqlite3.Connection) -> float:
+def timeout_of(conn: sqlite3.Connection) -> float:
+    """How long a connection waits for the write lock (its store's lock_timeout)."""
     return getattr(conn, "lock_timeout", LOCK_TIMEOUT)
 
 

@@ -22,10 +22,12 @@ def is_damage(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and isinstance(code, int) and code & 0xFF in _DAMAGE
 
 
-def damaged(path: str, exc: BaseException, queue: Optional[str] = None) -> StoreCorrupt:
-    """The StoreCorrupt for a damage error met while reading or writing the store at ``path``."""
+def damaged(path: str, exc: "BaseException | str", queue: Optional[str] = None) -> StoreCorrupt:
+    """The StoreCorrupt for damage met while reading or writing the store at ``path``: a database's error,
+    or what tinystore found wrong."""
     error = StoreCorrupt(f"the store {path} is damaged ({exc}): run `tinystore check {path}` to see what is "
                          f"damaged, then restore the file from a backup", queue=queue)
-    error.__cause__ = exc
-    error.__suppress_context__ = True
+    if isinstance(exc, BaseException):
+        error.__cause__ = exc
+        error.__suppress_context__ = True
     return error

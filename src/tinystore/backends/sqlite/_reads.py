@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from importlib.resources import files
-
 from .._reads import GroupRunning, MinuteCounts, Usage
-from ._sql import _Queries, _load
-
-R = _Queries(_load(files(__package__).joinpath("reads.sql").read_text("utf-8")))
+from ._sql import R
 
 
 class SQLiteReads:

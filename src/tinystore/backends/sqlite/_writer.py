@@ -47,7 +47,8 @@ from typing import Any, Callable, Optional
 
 from ..._errors import Closed, StoreCorrupt
 from .._base import Notice
-from ._connection import _path, _timeout, begin_immediate, translated
+from .._commits import CommitNotices
+from ._connection import begin_immediate, path_of, timeout_of, translated
 from ._sql import Q
 
 log = logging.getLogger("tinystore.store")
@@ -69,7 +70,7 @@ class Writer:
         self.check: Callable[[sqlite3.Connection], None] = lambda conn: None  # after each commit (see _identity)
         self._version = conn.execute("PRAGMA data_version").fetchone()[0]
         self._foreign = False  # a BEGIN saw another connection's commit, not yet told by changed()
-        self._noticed: list[tuple[str, Optional[int]]] = []  # the running operation's notices
+        self._notices = CommitNotices()  # the running transaction's
         self._noticing = 0
         self.owner: Optional[int] = None  # this process's registration, which its notices name
         self.transactions = 0  # write transactions begun, for tests and benchmarks
@@ -107,9 +108,14 @@ class Writer:
                 self._cv.notify()
         return future
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The writer's connection (a forked child keeps it open, see ``_identity``)."""
+        return self._conn
+
     def notify(self, queue: str, job: Optional[int] = None) -> None:
         """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
-        self._noticed.append((queue, job))
+        self._notices.notify(queue, job)
 
     def _take(self, limit: int) -> list:
         return [self._pending.popleft() for _ in range(min(len(self._pending), limit))]
@@ -128,7 +134,7 @@ class Writer:
             try:
                 version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
-                raise translated(exc, _path(self._conn), _timeout(self._conn)) from None
+                raise translated(exc, path_of(self._conn), timeout_of(self._conn)) from None
             changed = version != self._version or self._foreign
             self._version, self._foreign = version, False
             return changed
@@ -177,9 +183,7 @@ class Writer:
         conn = self._conn
         self.transactions += 1
         outcomes = []
-        queues: dict[str, Any] = {}
-        cancelled: set[tuple[str, int]] = set()
-        changed = False
+        notices = self._notices = CommitNotices()
         # Alone in its transaction, an operation needs no savepoint: its error rolls the transaction back.
         alone = len(batch) == 1
         try:
@@ -193,7 +197,7 @@ class Writer:
                 if not alone:
                     conn.execute("SAVEPOINT operation")
                 before = conn.total_changes
-                self._noticed = [(work, None)] if work is not None else []
+                notices.begin(work)
                 try:
                     outcomes.append((future, fn(conn, *args), None))
                 except Exception as exc:  # one operation's error is its caller's, not the batch's
@@ -203,16 +207,11 @@ class Writer:
                     outcomes.append((future, None, unexpected(exc, conn.path, work)))
                 else:
                     if conn.total_changes != before:
-                        changed = True
-                        for queue, job in self._noticed:
-                            if job is None:
-                                queues[queue] = source if queues.get(queue, source) is source else None
-                            else:
-                                cancelled.add((queue, job))
+                        notices.wrote(source)
                 if not alone:
                     conn.execute("RELEASE operation")
-            if queues or cancelled:
-                self._log_notices(conn, queues, cancelled)
+            if notices.queues or notices.cancelled:
+                self._log_notices(conn, notices.queues, notices.cancelled)
             if conn.in_transaction:
                 conn.execute("COMMIT")
             self.check(conn)  # raises where its callers must not be told it was kept
@@ -220,10 +219,9 @@ class Writer:
             log.debug("a write transaction failed: %s", exc)
             self._roll_back()
             # Each caller's error names its own queue.
-            return None, [(future, None, translated(exc, _path(conn), _timeout(conn), work))
+            return None, [(future, None, translated(exc, path_of(conn), timeout_of(conn), work))
                           for fn, args, future, work, source in batch if not future.done()]
-        notice = Notice(queues, frozenset(job for _, job in cancelled)) if changed else None
-        return notice, outcomes
+        return notices.notice(), outcomes
 
     def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set) -> None:
         """Log a commit's notices for other processes, and keep the log short."""

@@ -1,21 +1,11 @@
--- Every statement the SQLite backend runs, each under a name with a line of description.
--- A list of seqs is passed as one JSON array and read with json_each, so each
--- statement is prepared once whatever the size of the batch.
--- A job's payload, error and progress are read as the bytes in the file (CAST AS BLOB) and decoded
--- by tinystore: a row damaged into text that is not UTF-8 fails that job, not every read of its queue.
-
--- name: queue_options
--- The options a queue keeps in the store.
-SELECT options FROM tinystore_queues WHERE name = ?;
-
--- name: queue_save
--- Keep a queue's options.
-INSERT INTO tinystore_queues (name, options) VALUES (?, ?)
-ON CONFLICT (name) DO UPDATE SET options = excluded.options;
-
--- name: queue_names
--- Every queue the store knows.
-SELECT name, options FROM tinystore_queues ORDER BY name;
+-- The statements the SQLite backend runs whose text is its own; the others are the engine's
+-- (backends/_engine/queries.sql). Each is here for one of these reasons, said where it is not plain:
+-- - a list is passed as one JSON array read with json_each (PostgreSQL: an array), so each statement is
+--   prepared once whatever the size of the batch; rows of a batch as one JSON array of arrays (:rows);
+-- - a job's id, payload, error and progress are read as the bytes in the file (CAST AS BLOB) and decoded
+--   by tinystore: a row damaged into text that is not UTF-8 fails that job, not every read of its queue;
+-- - a group's ready flag is an integer (PostgreSQL: a boolean), compared with 1 as its partial index is;
+-- - seqs, notices, processes and pages by index are SQLite's own.
 
 -- name: seq_next
 -- The seq of the next job the writer adds (it holds the write lock): above every job kept and above
@@ -41,10 +31,6 @@ INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat)
 VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)
 ON CONFLICT (queue, id) DO NOTHING;
 
--- name: job_declare
--- A schedule's job takes its newest declaration's payload and rule (and time, where its rule changed).
-UPDATE tinystore_jobs SET payload = :payload, repeat = :repeat, at = :at WHERE seq = :seq;
-
 -- name: job_by_id
 -- A job by its id.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
@@ -63,20 +49,6 @@ SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(erro
        CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
 FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
--- name: steps_delete
--- The steps of a job that is done: a later attempt will never ask for them.
-DELETE FROM tinystore_steps WHERE job = ?;
-
--- name: ahead_ungrouped
--- Due jobs without a group that start before (at, seq).
-SELECT count(*) FROM tinystore_jobs
-WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) < (:at, :seq);
-
--- name: ahead_grouped
--- Due jobs of any group that start before (at, seq).
-SELECT count(*) FROM tinystore_jobs
-WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) < (:at, :seq);
-
 -- name: ahead_many
 -- For each of several waiting jobs of a queue (a JSON array of seqs), the due jobs that start
 -- before it: one pass over the due jobs up to the last of them, (:at, :seq), for any number of jobs.
@@ -89,30 +61,6 @@ SELECT seq, ahead FROM (
         WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) <= (:at, :seq)
     )
 ) WHERE seq IN (SELECT value FROM json_each(:seqs));
-
--- name: due_ungrouped
--- The first due jobs without a group, in start order.
-SELECT at, seq, NULL FROM tinystore_jobs
-WHERE queue = ? AND state = 'queued' AND grp IS NULL AND at <= ?
-ORDER BY at, seq LIMIT ?;
-
--- name: due_in_group
--- The first due jobs of one group, in start order.
-SELECT at, seq, grp FROM tinystore_jobs
-WHERE queue = ? AND grp = ? AND state = 'queued' AND at <= ?
-ORDER BY at, seq LIMIT ?;
-
--- name: head_of_group
--- The first queued job of a group, due or not.
-SELECT at, seq FROM tinystore_jobs
-WHERE queue = ? AND grp = ? AND state = 'queued'
-ORDER BY at, seq LIMIT 1;
-
--- name: next_ungrouped
--- When the next job without a group is due.
-SELECT at FROM tinystore_jobs
-WHERE queue = ? AND state = 'queued' AND grp IS NULL
-ORDER BY at, seq LIMIT 1;
 
 -- name: take
 -- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
@@ -128,20 +76,12 @@ RETURNING seq, CAST(id AS BLOB), CAST(payload AS BLOB), grp, at, attempt, json_v
 INSERT INTO tinystore_leases (job, attempt, queue, owner, expires)
 SELECT seq, attempt, queue, ?, ? FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
--- name: lease_count
--- Live leases of a queue.
-SELECT count(*) FROM tinystore_leases WHERE queue = ?;
-
--- name: lease_end
--- End the lease of one attempt; no row when that attempt no longer holds it (JOB-05).
-DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
-
 -- name: leases_end_many
--- End the leases of a batch of attempts, given as a JSON array of [job, attempt];
+-- End the leases of a batch of attempts, given as a JSON array of [job, attempt] (:rows);
 -- returns the jobs whose attempt still held its lease (the others are stale, JOB-05).
 DELETE FROM tinystore_leases
-WHERE job IN (SELECT value ->> 0 FROM json_each(:tokens))
-  AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:tokens))
+WHERE job IN (SELECT value ->> 0 FROM json_each(:rows))
+  AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:rows))
 RETURNING job;
 
 -- name: jobs_delete_many
@@ -152,94 +92,16 @@ DELETE FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 -- The steps of jobs that left the queue (a JSON array of seqs).
 DELETE FROM tinystore_steps WHERE job IN (SELECT value FROM json_each(?));
 
--- name: lease_held
--- Whether an attempt still holds its lease.
+-- name: lease_held_for_write
+-- Whether an attempt still holds its lease, for a progress or a step it writes: the writer holds the
+-- file's write lock, so nothing ends the lease before this transaction commits (PostgreSQL locks the row).
 SELECT 1 FROM tinystore_leases WHERE job = ? AND attempt = ?;
-
--- name: lease_of_job
--- The lease a job is under, and its holder.
-SELECT l.attempt, l.expires, p.pid, p.host
-FROM tinystore_leases l LEFT JOIN tinystore_processes p ON p.id = l.owner
-WHERE l.job = ?;
-
--- name: lease_renew
--- Renew the leases a process holds in a queue.
-UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ?;
-
--- name: leases_expired
--- Leases of a queue that ran out.
-SELECT job, attempt FROM tinystore_leases WHERE queue = ? AND expires <= ? LIMIT 500;
-
--- name: next_expiry
--- When the next lease of a queue runs out.
-SELECT min(expires) FROM tinystore_leases WHERE queue = ?;
-
--- name: job_requeue
--- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back, `reset` 1 sets
--- the attempts to zero (a repeating job waiting for its next time).
-UPDATE tinystore_jobs SET state = 'queued', at = :at, error = :error, progress = NULL, result = :result,
-    attempt = CASE WHEN :reset THEN 0 ELSE attempt - :uncount END
-WHERE seq = :seq;
-
--- name: job_fail
--- The job failed for good; it is kept with its error until `expires`.
-UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ?, progress = NULL WHERE seq = ?;
-
--- name: job_done
--- The job is done; it is kept until `expires` so that its id adds nothing.
-UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ?, progress = NULL, result = ? WHERE seq = ?;
-
--- name: job_retry_failed
--- A failed job runs again, its attempts from zero.
-UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = ?, expires = NULL
-WHERE seq = ? AND state = 'failed';
-
--- name: job_progress
--- The progress a running attempt reports.
-UPDATE tinystore_jobs SET progress = ? WHERE seq = ? AND state = 'running';
-
--- name: step_get
--- A kept step answer.
-SELECT answer FROM tinystore_steps WHERE job = ? AND name = ?;
-
--- name: step_keep
--- Keep a step's answer.
-INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?)
-ON CONFLICT (job, name) DO NOTHING;
-
--- name: step_insert
--- Keep a step's answer within run.transaction: a second keep of the same step fails, and rolls back.
-INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?);
-
--- name: steps_of_job
--- Every step kept under a job.
-SELECT name, attempt, answer FROM tinystore_steps WHERE job = ? ORDER BY name;
-
--- name: group_add
--- A job joins its group: the group's head is its first queued job.
-INSERT INTO tinystore_groups (queue, grp, head_at, head_seq) VALUES (:queue, :grp, :at, :seq)
-ON CONFLICT (queue, grp) DO UPDATE SET head_at = excluded.head_at, head_seq = excluded.head_seq
-WHERE head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (head_at, head_seq);
 
 -- name: groups_ready
 -- Groups with room whose first job is due, in start order, with that job.
 SELECT grp, running, head_at, head_seq FROM tinystore_groups
 WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL AND head_at <= ?
 ORDER BY head_at, head_seq LIMIT ?;
-
--- name: group_get
--- One group.
-SELECT running, head_at, head_seq, ready, wake_at FROM tinystore_groups WHERE queue = ? AND grp = ?;
-
--- name: group_set
--- A group's counts and head after a claim or a settlement.
-UPDATE tinystore_groups SET running = :running, head_at = :head_at, head_seq = :head_seq,
-    ready = :ready, wake_at = :wake_at
-WHERE queue = :queue AND grp = :grp;
-
--- name: group_drop
--- A group with nothing queued and nothing running.
-DELETE FROM tinystore_groups WHERE queue = ? AND grp = ?;
 
 -- name: groups_update
 -- Groups a claim or a settlement touched (a JSON array of [grp, change in running]): running count,
@@ -259,67 +121,9 @@ WHERE g.queue = :queue AND g.grp = c.grp;
 DELETE FROM tinystore_groups
 WHERE queue = ? AND grp IN (SELECT value FROM json_each(?)) AND running = 0 AND head_at IS NULL;
 
--- name: groups_woken
--- Rate-limited groups whose window has room again.
-SELECT grp FROM tinystore_groups WHERE queue = ? AND wake_at <= ?;
-
--- name: groups_refresh
--- Recompute whether each group of a queue has room, after its limits changed; a group set aside by
--- its rate is woken at the next claim (wake_at 0), which counts its window under the new rate.
-UPDATE tinystore_groups SET ready = (running < :limit AND wake_at IS NULL),
-    wake_at = CASE WHEN wake_at IS NULL THEN NULL ELSE 0 END
-WHERE queue = :queue;
-
--- name: next_group
--- When the next group with room has a due job.
-SELECT head_at FROM tinystore_groups
-WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL ORDER BY head_at, head_seq LIMIT 1;
-
--- name: next_group_wake
--- When the next rate-limited group has room again (wake_at IS NOT NULL: read from the wake index,
--- not from every group of the queue).
-SELECT min(wake_at) FROM tinystore_groups WHERE queue = ? AND wake_at IS NOT NULL;
-
--- name: starts_in_window
--- Starts of a queue in its sliding window, and the oldest of them.
-SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND t > ?;
-
--- name: group_starts_in_window
--- Starts of one group in its sliding window, and the oldest of them.
-SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t > ?;
-
--- name: starts_clamp
--- Starts counted later than now (by a clock that read later: set back since, or another process's
--- running ahead) count as made now: never earlier than they were, never holding a window longer
--- than its period. Read from the (queue, t) index: with none, it writes nothing.
-UPDATE tinystore_starts SET t = :now WHERE queue = :queue AND t > :now;
-
--- name: groups_wake_clamp
--- Groups set aside until later than now plus their window (by a clock that read later) are woken now:
--- the next claim counts their window again.
-UPDATE tinystore_groups SET wake_at = :now WHERE queue = :queue AND wake_at > :now + :window;
-
--- name: start_insert
--- Record a start for the rate windows.
-INSERT INTO tinystore_starts (queue, grp, t) VALUES (?, ?, ?);
-
--- name: starts_prune
--- Starts older than every window of a queue.
-DELETE FROM tinystore_starts WHERE queue = ? AND t <= ?;
-
--- name: count_add
--- Add to the per-minute counts of a queue.
-INSERT INTO tinystore_counts (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (queue, minute) DO UPDATE SET started = started + excluded.started,
-    done = done + excluded.done, failed = failed + excluded.failed;
-
--- name: cancelled_mark
--- Remember that a job was cancelled, for its watchers.
-INSERT OR REPLACE INTO tinystore_cancelled (job, at) VALUES (?, ?);
-
--- name: cancelled_get
--- Whether a job that is gone was cancelled.
-SELECT 1 FROM tinystore_cancelled WHERE job = ?;
+-- name: starts_insert
+-- Record starts for the rate windows (a JSON array of groups, one per start; null for none).
+INSERT INTO tinystore_starts (queue, grp, t) SELECT :queue, value, :t FROM json_each(:grps);
 
 -- name: process_insert
 -- Register this process, with the store file and the lock file it found (see _identity).
@@ -338,21 +142,17 @@ SELECT id, pid, host, file_dev, file_ino, lock_dev, lock_ino, pid_ns FROM tinyst
 -- A registration holds its byte in another lock file: the one beside the store now.
 UPDATE tinystore_processes SET lock_dev = ?, lock_ino = ? WHERE id = ?;
 
--- name: process_delete
--- A process that ended.
-DELETE FROM tinystore_processes WHERE id = ?;
-
 -- name: expired_jobs
 -- Done and failed jobs past their time, a batch at a time.
 SELECT seq FROM tinystore_jobs WHERE expires <= ? LIMIT ?;
 
--- name: cancelled_prune
--- Cancellation marks no watcher needs any more.
-DELETE FROM tinystore_cancelled WHERE at <= ?;
+-- name: check_take
+-- Take the day's check for damage: the last one is a day old, or later than now (a clock set back).
+UPDATE tinystore_checked SET at = :now WHERE id = 1 AND (at <= :now - :every OR at > :now) RETURNING at;
 
--- name: counts_prune
--- Per-minute counts older than a day.
-DELETE FROM tinystore_counts WHERE minute <= ?;
+-- name: tables_of_tinystore
+-- tinystore's own tables in the file, which holds the application's too.
+SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'tinystore\_%' ESCAPE '\' ORDER BY name;
 
 -- name: queue_counts
 -- Jobs per queue and state as the triggers keep them (migration 007).
@@ -433,79 +233,23 @@ WHERE queue = :queue AND grp = :grp AND id > :after
   AND (:stored IS NULL OR state = :stored) AND (:due IS NULL OR (at <= :now) = :due)
 ORDER BY id LIMIT :limit;
 
--- name: group_running
--- Live leases of one group, counted from the leases themselves.
-SELECT count(*) FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
-WHERE l.queue = ? AND j.grp = ?;
-
--- name: group_ensure
--- A group's row, created empty when missing.
-INSERT OR IGNORE INTO tinystore_groups (queue, grp) VALUES (?, ?);
-
--- name: owner_groups
--- The groups of the jobs a process holds in a queue.
-SELECT DISTINCT j.grp FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
-WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
-
 -- name: owner_queues
--- The queues in which a process holds leases.
-SELECT DISTINCT queue FROM tinystore_leases WHERE owner = ?;
-
--- name: owner_lost
--- A dead process's attempts end: jobs at their last attempt fail for good, the
--- others run again at once; every attempt stays counted. Returns each job's new state.
--- Repeating jobs are not among them: each is decided apart, as its next time is its rule's.
-UPDATE tinystore_jobs SET
-    state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
-    at = CASE WHEN attempt >= :attempts THEN at ELSE :now END,
-    expires = CASE WHEN attempt >= :attempts THEN :expires END,
-    error = :error, progress = NULL
-WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
-  AND state = 'running' AND repeat IS NULL
-RETURNING state;
-
--- name: owner_repeating
--- The attempts of repeating jobs a dead process held in a queue.
-SELECT l.job, l.attempt FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
-WHERE l.owner = ? AND l.queue = ? AND j.repeat IS NOT NULL;
-
--- name: owner_leases_end
--- The leases a process holds in a queue end.
-DELETE FROM tinystore_leases WHERE owner = ? AND queue = ?;
-
--- name: lease_drop
--- End a job's lease, whatever its attempt (the job is cancelled).
-DELETE FROM tinystore_leases WHERE job = ?;
+-- The queues in which processes hold leases (a JSON array of their ids).
+SELECT DISTINCT queue FROM tinystore_leases WHERE owner IN (SELECT value FROM json_each(?)) ORDER BY queue;
 
 -- name: leases_held
 -- Which of these jobs (a JSON array) a process still holds.
 SELECT job FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
-
--- name: watched_insert
--- A process begins to watch a job: from its commit on, the job's changes are logged.
-INSERT OR IGNORE INTO tinystore_watched (job, owner) VALUES (?, ?);
-
--- name: watched_delete
--- A process no longer watches a job.
-DELETE FROM tinystore_watched WHERE job = ? AND owner = ?;
-
--- name: watched_delete_owner
--- A process that closed or died watches nothing.
-DELETE FROM tinystore_watched WHERE owner = ?;
-
--- name: changes_prune_job
--- The changes of a job nobody watches any more.
-DELETE FROM tinystore_changes WHERE job = :job AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = :job);
 
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).
 DELETE FROM tinystore_changes WHERE job NOT IN (SELECT job FROM tinystore_watched);
 
 -- name: changes_since
--- The changes of several watched jobs, each after its own cursor (a JSON array of [seq, change id]),
--- in commit order: each job's are read from the (job, id) index.
+-- The changes of several watched jobs, each after its own cursor (a JSON array of [seq, change id],
+-- :rows), in commit order: each job's are read from the (job, id) index.
 SELECT c.id, c.job, c.state, c.at, c.attempt, c.error, c.progress
-FROM json_each(?) AS w JOIN tinystore_changes AS c ON c.job = w.value ->> 0 AND c.id > w.value ->> 1
+FROM json_each(:rows) AS w JOIN tinystore_changes AS c ON c.job = w.value ->> 0 AND c.id > w.value ->> 1
 ORDER BY c.id;
 
 -- name: notice_insert
@@ -524,3 +268,14 @@ WHERE id > ? ORDER BY id;
 -- name: notices_last
 -- The last notice's id: where a process begins to hear.
 SELECT coalesce(max(id), 0) FROM tinystore_notices;
+
+-- name: next_times
+-- When a claim that left places free should look again: the next lease to run out, the next job
+-- without a group due, the next ready group's head due, the next rate-limited group's room
+-- (wake_at IS NOT NULL: read from the wake index, not from every group of the queue).
+SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
+       (SELECT at FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+        ORDER BY at, seq LIMIT 1),
+       (SELECT head_at FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
+        ORDER BY head_at, head_seq LIMIT 1),
+       (SELECT min(wake_at) FROM tinystore_groups WHERE queue = :queue AND wake_at IS NOT NULL);

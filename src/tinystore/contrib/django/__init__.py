@@ -10,6 +10,7 @@ A task enqueued inside ``transaction.atomic`` commits with it, or not at all;
 - ``_backend``   TaskBackend: checking tasks, enqueueing, reading results back
 - ``_stores``    the store in a Django database's file or PostgreSQL database, one per process
 - ``_results``   a job as Django's ``TaskResult``
+- ``_intransaction``   the tasks of a thread's open transaction: read back before the commit, run in a TestCase
 - ``_execute``   the handler that runs a task in a worker
 - ``apps``, ``management/commands/tinystore_worker``   the app, and its command
 """

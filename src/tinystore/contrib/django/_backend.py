@@ -9,6 +9,7 @@ from typing import Any, Optional
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.transaction import TransactionManagementError
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import DEFAULT_TASK_PRIORITY
@@ -18,14 +19,19 @@ from django.utils import timezone
 from django.utils.json import normalize_json
 
 import tinystore
+from tinystore._options import parse_options
 from tinystore._values import QUEUE_NAME
 
+from . import _intransaction
 from ._execute import handler_for
 from ._results import load_task, task_result
 from ._stores import store_for, target_of
 
 RESULTS_KEPT = "7d"  # a done task's result (dedupe), as long as a failed one's error (keep), unless queue_options say
 OPTIONS = ("database", "schema", "queue_options")
+EVERY_QUEUE = ("task backend {alias!r}: QUEUES = [] would allow every queue, but tinystore's workers serve "
+               "queues by name, so tasks of a queue no worker names would wait forever: list the queues in "
+               "QUEUES")
 
 
 class TaskBackend(BaseTaskBackend):
@@ -56,6 +62,7 @@ class TaskBackend(BaseTaskBackend):
         self.schema: Optional[str] = self.options.get("schema")
         self.queue_options: dict[str, dict[str, Any]] = self.options.get("queue_options", {})
         self._queues: dict[str, tinystore.Queue] = {}
+        self._queues_of: Optional[tinystore.Store] = None  # the store of _queues: another once it was closed
         self._lock = threading.Lock()
 
     @property
@@ -64,12 +71,22 @@ class TaskBackend(BaseTaskBackend):
         return store_for(self.database, self.schema)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        """``manage.py check``: the database must be a SQLite file or a PostgreSQL database."""
+        """``manage.py check``: the database must be a SQLite file or a PostgreSQL database, and QUEUES
+        must name the queues."""
+        found = []
         try:
             target_of(self.database)
         except ImproperlyConfigured as exc:
-            return [checks.Error(str(exc), obj=f"TASKS[{self.alias!r}]", id="tinystore.E001")]
-        return []
+            found.append(checks.Error(str(exc), obj=f"TASKS[{self.alias!r}]", id="tinystore.E001"))
+        if not self.queues:
+            found.append(checks.Error(EVERY_QUEUE.format(alias=self.alias), obj=f"TASKS[{self.alias!r}]",
+                                      id="tinystore.E002"))
+        return found
+
+    def check_queues(self) -> None:
+        """Refuse QUEUES = [] (see EVERY_QUEUE)."""
+        if not self.queues:
+            raise ImproperlyConfigured(EVERY_QUEUE.format(alias=self.alias))
 
     def validate_task(self, task: Task) -> None:
         if task.priority != DEFAULT_TASK_PRIORITY:
@@ -83,47 +100,66 @@ class TaskBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
+        self.check_queues()
         queue = self.queue(task.queue_name)
+        run_after = _aware(task.run_after)
         try:
             payload = {"task": task.module_path, "args": normalize_json(args), "kwargs": normalize_json(kwargs),
-                       "enqueued_at": self.store.clock.now()}
-        except (TypeError, ValueError) as exc:
-            raise tinystore.InvalidArgument(f"task {task.module_path}: its arguments must be JSON ({exc})",
-                                            queue=queue.name) from None
-        job = queue.add(payload, at=_aware(task.run_after), conn=self._atomic_connection())
+                       "enqueued_at": self.store.clock.now(),
+                       "run_after": run_after.timestamp() if run_after is not None else None}
+        except (TypeError, ValueError) as exc:  # Django's contract: arguments that are not JSON are a TypeError
+            raise TypeError(f"task {task.module_path}: its arguments must be JSON ({exc}) (queue {queue.name!r})"
+                            ) from None
+        connection = self._atomic_connection()
+        job = queue.add(payload, at=run_after, conn=connection)
         result = task_result(self, task, job)
+        if connection is not None:
+            _intransaction.hold(self, result)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
-        # QUEUES = [] allows any queue: then each queue the store keeps, as it is kept (nothing is written)
-        queues = [self.queue(name) for name in sorted(self.queues)] or map(self.store.queue, self.store.queues())
-        for queue in queues:
+        """The task's result as the store keeps it; for a task this thread enqueued in its open transaction,
+        which no other connection sees before the commit, as this thread knows it."""
+        for result in _intransaction.held(self):
+            if result.id == result_id:
+                return result
+        for queue in (self.queue(name) for name in sorted(self.queues)):
             job = queue.get(result_id)
             if job is not None:
-                return task_result(self, load_task(job.payload, queue.name, job.id), job)
+                return task_result(self, load_task(job.payload, queue.name, job.id, self.alias), job)
         raise TaskResultDoesNotExist(f"no task {result_id!r} in the queues of task backend {self.alias!r}")
 
     def queue(self, name: str) -> tinystore.Queue:
         """The tinystore queue of ``name``, with its ``queue_options`` kept in the store for every process."""
         with self._lock:
+            store = self.store
+            if self._queues_of is not store:
+                self._queues, self._queues_of = {}, store
             queue = self._queues.get(name)
             if queue is None:
-                self._check_unlocked(name)
                 options = {"dedupe": RESULTS_KEPT, **self.queue_options.get(name, {})}
-                queue = self._queues[name] = self.store.queue(name, **options)
+                self._check_unlocked(store, name, options)
+                queue = self._queues[name] = store.queue(name, **options)
             return queue
 
-    def _check_unlocked(self, name: str) -> None:
-        """Refuse to make a queue ready inside an atomic block on SQLite, where it would wait for the write
-        lock that Django's own connection holds (the app makes the queues of QUEUES ready before)."""
+    def _check_unlocked(self, store: tinystore.Store, name: str, options: dict[str, Any]) -> None:
+        """Refuse to write a queue's options inside an atomic block on SQLite, where the write would wait
+        for the write lock that Django's own connection holds. The app makes the queues of QUEUES ready
+        when Django connects; options the store keeps already need no write."""
         connection = connections[self.database]
-        if connection.vendor == "sqlite" and connection.in_atomic_block:
-            raise ImproperlyConfigured(
-                f"task backend {self.alias!r}: queue {name!r} is first used inside transaction.atomic, while "
-                f"Django holds the write lock of the SQLite file that tinystore must write its queue to: add "
-                f"'tinystore.contrib.django' to INSTALLED_APPS and {name!r} to QUEUES, and the queue is ready "
-                f"when Django connects")
+        if connection.vendor != "sqlite" or not connection.in_atomic_block:
+            return
+        if name in store.queues():
+            kept = store.queue(name).options  # read only: the store keeps the queue
+            if parse_options(kept, options) == kept:
+                return
+        raise ImproperlyConfigured(
+            f"task backend {self.alias!r}: queue {name!r} is first used, or its queue_options changed, inside "
+            f"transaction.atomic, while Django holds the write lock of the SQLite file that tinystore must write "
+            f"the queue's options to: add 'tinystore.contrib.django' to INSTALLED_APPS and {name!r} to QUEUES "
+            f"(the queue is then ready when Django connects), or use the queue once outside the block after "
+            f"changing its options")
 
     def serve_queues(self, names: list[str]) -> None:
         """Register the handler that runs this backend's tasks on the queues ``names``."""
@@ -132,7 +168,24 @@ class TaskBackend(BaseTaskBackend):
 
     def run_until_idle(self) -> None:
         """Run the due tasks of QUEUES in this process; return once none is due and none runs (for tests
-        and scripts; ``manage.py tinystore_worker`` serves them)."""
+        and scripts; ``manage.py tinystore_worker`` serves them).
+
+        Inside a ``django.test.TestCase``, whose transaction never commits,
+        it runs the due tasks enqueued in that transaction, in this thread
+        (see ``_intransaction``). Inside any other ``transaction.atomic`` it
+        raises TransactionManagementError: the tasks enqueued in the block
+        are not committed, so no worker can see them (and on SQLite the
+        block holds the write lock the workers need).
+        """
+        self.check_queues()
+        if connections[self.database].in_atomic_block:
+            if not _intransaction.in_test_transaction(self):
+                raise TransactionManagementError(
+                    f"task backend {self.alias!r}: run_until_idle() inside transaction.atomic cannot run the "
+                    f"tasks enqueued in the block, which no worker sees before the commit: call it after the "
+                    f"block (in a django.test.TestCase it runs the test's tasks in the test's transaction)")
+            _intransaction.run_held(self)
+            return
         self.serve_queues(sorted(self.queues))
         self.store.run_until_idle()
 

@@ -14,7 +14,7 @@ from django.utils.json import normalize_json
 
 import tinystore
 
-from ._results import describe, load_task, make_result, when
+from ._results import describe, load_task, make_result, note_attempt, when
 
 if TYPE_CHECKING:
     from ._backend import TaskBackend
@@ -31,12 +31,15 @@ def execute(backend: "TaskBackend", payload: Any, run: tinystore.Run) -> dict[st
     """Run the job's task; what it returns is kept with when it began and ended, and the worker's name.
 
     A task that raises fails the attempt, which is retried as the queue's
-    options say. Django's ``task_started`` and ``task_finished`` are sent for
-    each attempt. Database connections past their age are closed before and
-    after, as Django does around a request.
+    options say; so does one that raises SystemExit or KeyboardInterrupt: a
+    worker stops on SIGTERM and SIGINT, never on what a task raises. The
+    exception gets a note of the attempt's worker and times, which the store
+    keeps with its error. Django's ``task_started`` and ``task_finished`` are
+    sent for each attempt. Database connections past their age are closed
+    before and after, as Django does around a request.
     """
-    task = load_task(payload, run.queue, run.id)
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    task = load_task(payload, run.queue, run.id, backend.alias)
+    worker = worker_id()
     started = backend.store.clock.now()
     running = make_result(backend, task, run.id, TaskResultStatus.RUNNING, payload, run.attempt, worker,
                           started=started)
@@ -45,14 +48,21 @@ def execute(backend: "TaskBackend", payload: Any, run: tinystore.Run) -> dict[st
     try:
         context = [TaskContext(task_result=running)] if task.takes_context else []
         value = normalize_json(task.call(*context, *payload["args"], **payload["kwargs"]))
-    except Exception as exc:
-        _finished(backend, running, TaskResultStatus.FAILED, errors=[describe(exc)])
+    except BaseException as exc:
+        ended = backend.store.clock.now()
+        _finished(backend, running, TaskResultStatus.FAILED, finished_at=when(ended), errors=[describe(exc)])
+        note_attempt(exc, worker, started, ended)
         raise
     finally:
         close_old_connections()
     finished = backend.store.clock.now()
     _finished(backend, running, TaskResultStatus.SUCCESSFUL, finished_at=when(finished), return_value=value)
     return {"return_value": value, "started_at": started, "finished_at": finished, "worker": worker}
+
+
+def worker_id() -> str:
+    """This process, as ``TaskResult.worker_ids`` names it: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _finished(backend: "TaskBackend", running: TaskResult, status: TaskResultStatus, return_value: Any = None,

@@ -23,10 +23,15 @@ STATUS = {"scheduled": TaskResultStatus.READY, "waiting": TaskResultStatus.READY
           "running": TaskResultStatus.RUNNING, "done": TaskResultStatus.SUCCESSFUL,
           "failed": TaskResultStatus.FAILED}
 TRACEBACK = "Traceback (most recent call last):"
+# A failed attempt's times and worker travel with its error, as a note on the exception (PEP 678): the
+# store keeps a failed job's error, not what the handler would have returned.
+ATTEMPT_NOTE = "tinystore: this attempt ran on {worker} from {began} to {ended}"
+ATTEMPT = re.compile(r"^tinystore: this attempt ran on (\S+) from (\S+) to (\S+)\n?", re.M)
 
 
-def load_task(payload: Any, queue: str, job_id: str) -> Task:
-    """The task a job runs: the ``Task`` its payload names, imported, in the job's queue."""
+def load_task(payload: Any, queue: str, job_id: str, backend: str) -> Task:
+    """The task a job runs: the ``Task`` its payload names, imported, as it was enqueued: in the job's
+    queue, on ``backend`` (the alias of the backend that found it), with its ``run_after``."""
     path = payload.get("task") if isinstance(payload, dict) else None
     if not isinstance(path, str):
         raise TaskResultDoesNotExist(f"job {job_id!r} of queue {queue!r} is not a Django task")
@@ -37,19 +42,22 @@ def load_task(payload: Any, queue: str, job_id: str) -> Task:
     if not isinstance(task, Task):
         raise tinystore.Error(f"its task {path} is a {type(task).__name__}, not a django.tasks Task "
                               f"(decorate the function with @task)", queue=queue, job_id=job_id)
-    return task.using(queue_name=queue)
+    return task.using(queue_name=queue, backend=backend, run_after=when(payload.get("run_after")))
 
 
 def task_result(backend: "TaskBackend", task: Task, job: tinystore.JobState) -> TaskResult:
     """The TaskResult of ``job``: times and the worker where the job knows them.
 
     A done job's result holds the return value, when its last attempt began
-    and ended, and which worker ran it; the error of a failed attempt is
-    kept as tinystore keeps it (the last one only). ``worker_ids`` has an
-    entry per attempt counted, so that ``attempts`` counts them; the ones
+    and ended, and which worker ran it; a failed attempt's error (tinystore
+    keeps the last one) holds the same times and worker. ``worker_ids`` has
+    an entry per attempt counted, so that ``attempts`` counts them; the ones
     not known are empty.
     """
-    outcome = job.result if job.state == "done" and isinstance(job.result, dict) else {}
+    if job.state == "done" and isinstance(job.result, dict):
+        outcome = job.result
+    else:
+        outcome = attempt_of(job.error)
     result = make_result(backend, task, job.id, STATUS[job.state], job.payload, job.attempt, outcome.get("worker"),
                          started=outcome.get("started_at"), finished=outcome.get("finished_at"))
     object.__setattr__(result, "errors", errors_of(job.error))
@@ -69,10 +77,30 @@ def make_result(backend: "TaskBackend", task: Task, id: str, status: TaskResultS
     )
 
 
+def note_attempt(exc: BaseException, worker: str, began: float, ended: float) -> None:
+    """Add the attempt's worker and times to the exception that failed it, where the store keeps them."""
+    exc.add_note(ATTEMPT_NOTE.format(worker=worker, began=_iso(began), ended=_iso(ended)))
+
+
+def attempt_of(error: Optional[str]) -> dict[str, Any]:
+    """The worker and times the note of a failed attempt's error gives; empty where it has none (a
+    timeout, a lease that ended)."""
+    found = ATTEMPT.search(error or "")
+    if found is None:
+        return {}
+    worker, began, ended = found.groups()
+    try:
+        return {"worker": worker, "started_at": datetime.fromisoformat(began).timestamp(),
+                "finished_at": datetime.fromisoformat(ended).timestamp()}
+    except ValueError:
+        return {}
+
+
 def errors_of(error: Optional[str]) -> list[TaskError]:
     """The error tinystore keeps as Django's TaskError: the exception's class path and its traceback."""
     if error is None:
         return []
+    error = ATTEMPT.sub("", error)
     start = error.find("\n" + TRACEBACK)
     trace = error[start + 1:] if start >= 0 else error
     return [TaskError(exception_class_path=class_path(error, trace), traceback=trace)]
@@ -102,3 +130,7 @@ def when(timestamp: Any) -> Optional[datetime]:
         return None
     moment = datetime.fromtimestamp(timestamp, tz.utc)
     return moment if settings.USE_TZ else timezone.make_naive(moment)
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz.utc).isoformat()

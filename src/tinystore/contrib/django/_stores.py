@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.db.backends.base.base import NO_DB_ALIAS
 from django.tasks import task_backends
 
 import tinystore
@@ -28,7 +29,43 @@ def store_for(database: str, schema: Optional[str]) -> tinystore.Store:
         return store
 
 
-def prepare_on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
+def close_stores_in(target: str) -> None:
+    """Close this process's stores in ``target``; the next use opens them again."""
+    with _lock:
+        stores = [_stores.pop(key) for key in list(_stores) if key[0] == target]
+    for store in stores:
+        store.close()
+
+
+def on_connect(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Django connected to a database: make its queues ready, and its stores close before it is destroyed."""
+    if connection.vendor in ("sqlite", "postgresql") and connection.alias != NO_DB_ALIAS:
+        close_before_destroying(connection)
+        prepare_on_connect(connection)
+
+
+def close_before_destroying(connection: Any) -> None:
+    """Close the stores in a test database before Django's test runner destroys it: the sessions of a
+    PostgreSQL store would make DROP DATABASE fail, and a SQLite file deleted under an open store leaves
+    its WAL behind, which the next run's store refuses. Django has no signal for it: its connection's
+    ``creation.destroy_test_db`` is wrapped, once per connection."""
+    creation = connection.creation
+    if getattr(creation, "_closes_tinystore", False):
+        return
+    destroy = creation.destroy_test_db
+
+    def destroy_test_db(*args: Any, **kwargs: Any) -> Any:
+        try:
+            close_stores_in(target_of(connection.alias))
+        except ImproperlyConfigured:  # a database in memory: no store was opened in it
+            pass
+        return destroy(*args, **kwargs)
+
+    creation.destroy_test_db = destroy_test_db
+    creation._closes_tinystore = True
+
+
+def prepare_on_connect(connection: Any) -> None:
     """Open the store and the QUEUES of each tinystore task backend in a SQLite database Django has just
     connected to, in this thread (Django's task backends are per thread, as its connections are).
 

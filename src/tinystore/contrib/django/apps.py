@@ -1,5 +1,6 @@
-"""The Django app: it makes the queues of SQLite databases ready when Django connects, and adds the
-``tinystore_worker`` management command."""
+"""The Django app: it makes the queues of SQLite databases ready when Django connects, closes the stores
+in a test database before Django's test runner destroys it, and adds the ``tinystore_worker`` management
+command."""
 
 from django.apps import AppConfig
 from django.db.backends.signals import connection_created
@@ -11,5 +12,5 @@ class TinystoreConfig(AppConfig):
     verbose_name = "tinystore"
 
     def ready(self) -> None:
-        from ._stores import prepare_on_connect
-        connection_created.connect(prepare_on_connect, dispatch_uid="tinystore.contrib.django.prepare_on_connect")
+        from ._stores import on_connect
+        connection_created.connect(on_connect, dispatch_uid="tinystore.contrib.django.on_connect")

@@ -1,5 +1,7 @@
-"""The shop's tasks: a receipt that writes its order's row, a payment that fails, and an async one that
-takes its context."""
+"""The shop's tasks: a receipt that writes its order's row, a payment that fails, an async one that
+takes its context, tasks that exit or interrupt, and a report for the second backend."""
+
+import sys
 
 from django.tasks import task
 
@@ -26,3 +28,18 @@ def charge(order_id: int) -> None:
 @task(takes_context=True)
 async def which_attempt(context) -> int:
     return context.attempt
+
+
+@task(queue_name="payments")
+def exits(code: int) -> None:
+    sys.exit(code)
+
+
+@task(queue_name="payments")
+def interrupts() -> None:
+    raise KeyboardInterrupt()
+
+
+@task(queue_name="reports")
+def report(week: int) -> str:
+    return f"report of week {week}"

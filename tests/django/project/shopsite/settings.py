@@ -4,27 +4,36 @@ import os
 from urllib.parse import unquote, urlsplit
 
 
-def database(target: str) -> dict:
-    """Django's DATABASES entry for a SQLite file or a ``postgresql://user@host:port/name`` URL."""
+def database(target: str, test: "str | None") -> dict:
+    """Django's DATABASES entry for a SQLite file or a ``postgresql://user@host:port/name`` URL; ``test``
+    names the test database (a file, or a database on the same server) where given."""
     if not target.startswith("postgresql://"):
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": target,
-                "OPTIONS": {"transaction_mode": "IMMEDIATE"}}
-    url = urlsplit(target)
-    return {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
-            "USER": unquote(url.username or ""), "PASSWORD": unquote(url.password or ""),
-            "HOST": url.hostname or "", "PORT": str(url.port or "")}
+        entry = {"ENGINE": "django.db.backends.sqlite3", "NAME": target,
+                 "OPTIONS": {"transaction_mode": "IMMEDIATE"}}
+    else:
+        url = urlsplit(target)
+        entry = {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
+                 "USER": unquote(url.username or ""), "PASSWORD": unquote(url.password or ""),
+                 "HOST": url.hostname or "", "PORT": str(url.port or "")}
+    return {**entry, "TEST": {"NAME": test}} if test else entry
 
 
 SECRET_KEY = "the test project's, not secret"
 DEBUG = False
 INSTALLED_APPS = ["tinystore.contrib.django", "shop"]
-DATABASES = {"default": database(os.environ["SHOP_DATABASE"])}
+# SHOP_TEST_DATABASE: the test database of manage.py test (on SQLite a file: the backend needs one)
+DATABASES = {"default": database(os.environ["SHOP_DATABASE"], os.environ.get("SHOP_TEST_DATABASE"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-USE_TZ = True
+USE_TZ = os.environ.get("SHOP_USE_TZ", "1") == "1"
 TASKS = {
     "default": {
         "BACKEND": "tinystore.contrib.django.TaskBackend",
-        "QUEUES": ["default", "payments"],
+        "QUEUES": [] if os.environ.get("SHOP_EVERY_QUEUE") else ["default", "payments", "reports"],
         "OPTIONS": {"database": "default", "queue_options": {"payments": {"attempts": 1}}},
+    },
+    "archive": {  # a second backend, in the same database: reports enqueued with .using(backend="archive")
+        "BACKEND": "tinystore.contrib.django.TaskBackend",
+        "QUEUES": ["reports"],
+        "OPTIONS": {"database": "default"},
     },
 }

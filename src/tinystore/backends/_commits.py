@@ -1,0 +1,42 @@
+"""What one write transaction tells when it commits, gathered the same way by every backend's writer.
+
+Each operation of the batch tells, while it runs, the queues it gives work
+and the jobs it cancels (``notify``); what it told counts only where it
+changed rows. A queue is told with the one who asked (``source``) where that
+source alone gave it work, so that its own runner, which will look anyway,
+need not be woken; ``notice`` is the commit's ``Notice``, or None where the
+transaction changed nothing (nobody is told of it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ._base import Notice
+
+
+class CommitNotices:
+    def __init__(self) -> None:
+        self.queues: dict[str, Any] = {}
+        self.cancelled: set[tuple[str, int]] = set()
+        self.changed = False
+        self._told: list[tuple[str, Optional[int]]] = []  # the running operation's
+
+    def begin(self, work: Optional[str]) -> None:
+        """An operation begins; ``work``: a queue it gives work to, where it changes rows."""
+        self._told = [(work, None)] if work is not None else []
+
+    def notify(self, queue: str, job: Optional[int] = None) -> None:
+        self._told.append((queue, job))
+
+    def wrote(self, source: Any) -> None:
+        """The operation that began last changed rows: what it told counts."""
+        self.changed = True
+        for queue, job in self._told:
+            if job is None:
+                self.queues[queue] = source if self.queues.get(queue, source) is source else None
+            else:
+                self.cancelled.add((queue, job))
+
+    def notice(self) -> Optional[Notice]:
+        return Notice(self.queues, frozenset(job for _, job in self.cancelled)) if self.changed else None

@@ -1,0 +1,190 @@
+"""Claiming due jobs in one write transaction: limits checked, attempts counted, leases taken.
+
+The count of live leases and of starts in the rate windows is read in the
+same transaction that takes new leases, and no other claim of the queue
+runs beside it (SQLite: the file's one writer; PostgreSQL: the queue's
+advisory lock, held from before the counts are read until the leases
+commit), so two processes never both take the last place (LIM-01..03). The
+limits are the ones kept in the store, read in that transaction too: a
+change made by any process binds the next claim.
+
+``claim`` is the one claim path: the queue's room, the groups woken, the
+jobs picked in start order (``_pick``), taken (``take``), and their starts
+counted. A job whose id or payload cannot be read (a file damaged under
+it) fails for good in the claim that took it, with an error that says so:
+one poison row never stops its queue.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+from collections import Counter
+from typing import Iterable, Optional
+
+from ..._events import fields
+from ..._options import QueueOptions
+from .._base import Claimed
+from . import groups
+from .executor import Executor, Unreadable
+
+log = logging.getLogger("tinystore.worker")
+
+
+def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
+          now: float) -> tuple[list[Claimed], Optional[float]]:
+    """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full."""
+    opts = groups.kept(ex, queue, opts)
+    now = start_time(ex, queue, opts, now)
+    room, slides = _queue_room(ex, queue, opts, now)
+    want = min(want, room)
+    if want <= 0:
+        return [], slides
+    _wake_groups(ex, queue, opts, now)
+    picked, heads, read = _pick(ex, queue, opts, want, now)
+    claimed = take(ex, queue, opts, owner, now, picked, heads)
+    taken = Counter(c.grp for c in claimed if c.grp is not None)
+    if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
+        groups.update(ex, queue, opts, {grp: taken[grp] for grp in read})
+    if claimed:
+        _record_starts(ex, queue, opts, claimed, taken, now)
+    return claimed, None
+
+
+def start_time(ex: Executor, queue: str, opts: QueueOptions, now: float) -> float:
+    """The time a claim's starts count at: ``now``, where every start already counted is no later.
+
+    A start counted later than ``now`` was counted by a clock that read
+    later: this one before it was set back, another process's running ahead,
+    or a caller that read the clock before it waited for the write lock. It
+    counts as made now: never earlier than it was, so no window lets more
+    starts through, and no window is held for longer than its period, so a
+    clock set back an hour does not stop the queue for that hour. Likewise a
+    group set aside until more than its window from now is woken, to count
+    its window again. The starts stay in commit order, so pruning those
+    older than the longest window never drops one that a window holds.
+    """
+    if opts.rate is None and opts.group_rate is None:
+        return now
+    ex.run("starts_clamp", {"now": now, "queue": queue})
+    if opts.group_rate is not None:
+        ex.run("groups_wake_clamp", {"now": now, "queue": queue, "window": opts.group_rate[1]})
+    return now
+
+
+def _queue_room(ex: Executor, queue: str, opts: QueueOptions, now: float) -> tuple[int, Optional[float]]:
+    room, slides = 1 << 30, None
+    if opts.concurrency is not None:
+        room = opts.concurrency - ex.one("lease_count", (queue,))[0]
+    if opts.rate is not None:
+        count, period = opts.rate
+        used, oldest = ex.one("starts_in_window", (queue, now - period))
+        if used >= count:
+            slides = oldest + period
+        room = min(room, count - used)
+    return room, slides
+
+
+def _wake_groups(ex: Executor, queue: str, opts: QueueOptions, now: float) -> None:
+    """Groups whose rate window slid get their room back; with no group_rate kept now, every group set aside by one."""
+    until = now if opts.group_rate is not None else math.inf
+    for (grp,) in ex.all("groups_woken", (queue, until)):
+        groups.wake(ex, queue, grp, opts, now)
+
+
+def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
+          now: float) -> tuple[list[tuple], set[int], list[str]]:
+    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups;
+    the seqs of those read as a group's head from its row; and the groups with room that were read.
+
+    Only groups marked ready are read, in the order of their first due job (their head), so the
+    jobs waiting behind a full group are never scanned. A group that may start one job more starts
+    its head, read with it; only a group with more room reads its due jobs.
+    """
+    streams: list[Iterable[tuple]] = [ex.all("due_ungrouped", (queue, now, want))]
+    heads: list[tuple] = []
+    read: list[str] = []
+    for grp, running, head_at, head_seq in ex.all("groups_ready", (queue, now, want)):
+        room = want if opts.group_concurrency is None else opts.group_concurrency - running
+        window, slides = groups.window_room(ex, queue, grp, opts, now)
+        if room <= 0 or window <= 0:  # full under the limits kept now, or its window is used up: set aside
+            groups.set_aside(ex, queue, grp, opts, slides if window <= 0 else None)
+            continue
+        read.append(grp)
+        if min(room, window) == 1:
+            heads.append((head_at, head_seq, grp))
+        else:
+            streams.append(ex.all("due_in_group", (queue, grp, now, min(room, window, want))))
+    streams.append(heads)  # in start order, as the groups were read
+    picked = list(itertools.islice(heapq.merge(*streams, key=lambda r: (r[0], r[1])), want))
+    return picked, {seq for _, seq, _ in heads}, read
+
+
+def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
+         picked: list[tuple], heads: set[int]) -> list[Claimed]:
+    """Take the picked jobs still queued, each under a lease; in start order.
+
+    A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
+    Picked jobs the take did not find queued are the executor's to judge (``not_taken``): on
+    SQLite, a due index listing a row its table no longer yields is damage, not a job to pick again.
+    """
+    if not picked:
+        return []
+    claimed: list[Claimed] = []
+    unreadable: list[Unreadable] = []
+    rows = ex.all("take", (ex.array([seq for _, seq, _ in picked]),))
+    if len(rows) < len(picked):
+        taken = {row[0] for row in rows}
+        ex.not_taken(queue, [pick for pick in picked if pick[1] not in taken], heads)
+    for row in rows:
+        try:
+            claimed.append(ex.taken(row))
+        except Unreadable as bad:
+            unreadable.append(bad)
+    if claimed:
+        ex.run("lease_insert", (owner, now + opts.lease, ex.array([c.seq for c in claimed])))
+    if unreadable:
+        _fail_unreadable(ex, queue, opts, unreadable, now)
+    return sorted(claimed, key=lambda c: (c.at, c.seq))
+
+
+def _fail_unreadable(ex: Executor, queue: str, opts: QueueOptions, jobs: list[Unreadable], now: float) -> None:
+    """Jobs whose id or payload cannot be read: each fails for good now, kept with an error that says why."""
+    for bad in jobs:
+        ex.run("job_fail", (bad.error, now + opts.keep, bad.seq))
+        log.error("%s/%s attempt %d failed for good: %s", queue, bad.id, bad.attempt, bad.error,
+                  extra=fields(queue, bad.id, bad.attempt, "failed"))
+    ex.run("count_add", (queue, int(now // 60), 0, 0, len(jobs)))
+
+
+def _record_starts(ex: Executor, queue: str, opts: QueueOptions, claimed: list[Claimed],
+                   taken: Counter[str], now: float) -> None:
+    """Count the starts for the rate windows; a group whose window they filled is set aside until it slides."""
+    if opts.rate is not None or opts.group_rate is not None:
+        ex.run("starts_insert", {"queue": queue, "t": now, "grps": ex.array([c.grp for c in claimed])})
+        longest = max(p for _, p in filter(None, (opts.rate, opts.group_rate)))
+        ex.run("starts_prune", (queue, now - longest))
+    if opts.group_rate is not None:
+        for grp in taken:
+            window, slides = groups.window_room(ex, queue, grp, opts, now)
+            if window <= 0:
+                groups.set_aside(ex, queue, grp, opts, slides)
+    ex.run("count_add", (queue, int(now // 60), len(claimed), 0, 0))
+
+
+def next_wake(ex: Executor, queue: str, now: float) -> Optional[float]:
+    """When a claim of this queue that left places free should look again.
+
+    With no room in the queue, only a lease's end (a commit, which wakes the
+    workers anyway), a lease running out or the rate window sliding can make
+    some: looking again before that would be a busy loop of transactions.
+    Otherwise: the next due time, a group's window sliding, a lease running out.
+    """
+    opts = groups.kept(ex, queue, QueueOptions())
+    room, slides = _queue_room(ex, queue, opts, start_time(ex, queue, opts, now))
+    expiry, ungrouped, group, group_wake = ex.one("next_times", {"queue": queue})  # after the clamp
+    times = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]
+    found = [t for t in times if t is not None]
+    return min(found) if found else None

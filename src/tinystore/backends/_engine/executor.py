@@ -1,0 +1,110 @@
+"""What the engine needs of a backend's connection: named statements run, and the few things drivers do apart.
+
+A backend's executor wraps one connection in one transaction (its writer's,
+or a read's). The engine names statements; the executor finds each one's
+text in the backend's catalogue (the shared ``queries.sql`` and the
+backend's dialect file, see ``statements``) and runs it. Beyond that, it
+says only what a driver does its own way:
+
+- ``array``: a list of values as one parameter (SQLite: a JSON array read
+  with ``json_each``; PostgreSQL: an array);
+- ``columns``: lists read as rows (SQLite: one JSON array of rows, ``:rows``;
+  PostgreSQL: an array per list, read with ``unnest``);
+- ``update_groups``: groups whose running count changed, read again (SQLite:
+  one statement over a JSON array; PostgreSQL: one per group, see its dialect);
+- ``taken``: a claimed row as a ``Claimed`` (SQLite reads the bytes in the
+  file, and may find them damaged: ``Unreadable``);
+- ``insert_jobs``, ``insert_job`` and ``jobs_left``: how seqs are handed out
+  (SQLite: by the writer, above a floor; PostgreSQL: an identity column);
+- ``kept_options``: a queue's options as kept (PostgreSQL reads them once per
+  transaction, as it holds the queue's lock);
+- ``hold_lease`` and ``own_lease``: an attempt's lease held until the
+  transaction ends, for writes that must not land after it ended.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Optional, Sequence
+
+from .._base import Claimed, NewJob
+
+
+class Unreadable(Exception):
+    """A claimed job whose id or payload cannot be read as stored: ``error`` says why, for the job's row."""
+
+    def __init__(self, seq: int, id: str, attempt: int, error: str):
+        super().__init__(error)
+        self.seq, self.id, self.attempt, self.error = seq, id, attempt, error
+
+
+class Executor(ABC):
+    """One connection, in one transaction, running the engine's named statements."""
+
+    @abstractmethod
+    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+        """The first row of statement ``name``, or None."""
+
+    @abstractmethod
+    def all(self, name: str, params: Any = ()) -> list[tuple]:
+        """Every row of statement ``name``."""
+
+    @abstractmethod
+    def run(self, name: str, params: Any = ()) -> int:
+        """Run statement ``name``; the rows it changed."""
+
+    @abstractmethod
+    def each(self, name: str, rows: list[Any]) -> None:
+        """Run statement ``name`` once per row of parameters."""
+
+    @abstractmethod
+    def array(self, values: Sequence[Any]) -> Any:
+        """``values`` as one parameter of a statement that reads a list."""
+
+    @abstractmethod
+    def columns(self, **columns: list[Any]) -> dict[str, Any]:
+        """Lists of the same length as the parameters of a statement that reads them as rows."""
+
+    @abstractmethod
+    def update_groups(self, queue: str, changes: dict[str, int], limit: int) -> None:
+        """Groups whose running count changes by ``changes[grp]``: each one's head and room read again
+        (``limit``: the most jobs a group may run)."""
+
+    @abstractmethod
+    def taken(self, row: tuple) -> Claimed:
+        """A row of statement ``take`` as the job claimed; ``Unreadable`` where it cannot be read."""
+
+    def not_taken(self, queue: str, picked: list[tuple], heads: set[int]) -> None:
+        """Picked jobs (``(at, seq, grp)``) that ``take`` did not find queued; ``heads``: the seqs read as
+        a group's head from its row, which may be out of date. A driver whose claims can meet rows that
+        another claim took, or that changed since they were picked, lets them be."""
+
+    @abstractmethod
+    def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:
+        """Insert jobs in order, skipping each whose id is taken: per job its seq (None where the driver
+        hands one out only to a job it writes) and whether it was written."""
+
+    @abstractmethod
+    def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
+        """Insert one job whose id is free again, under ``seq`` where ``insert_jobs`` gave one; its seq."""
+
+    def jobs_left(self, seqs: list[int]) -> None:
+        """Jobs with these seqs left the store (a driver that must keep their seqs from coming back)."""
+
+    def kept_options(self, queue: str) -> Optional[str]:
+        """The options a queue keeps (JSON text), or None."""
+        row = self.one("queue_options", (queue,))
+        return row[0] if row else None
+
+    def forget_options(self, queue: str) -> None:
+        """A queue's options were just saved: a later ``kept_options`` reads them again."""
+
+    def hold_lease(self, seq: int, attempt: int) -> bool:
+        """Whether the attempt holds its lease, which nothing may end before this transaction does (for a
+        progress or a step it writes)."""
+        return self.one("lease_held_for_write", (seq, attempt)) is not None
+
+    def own_lease(self, seq: int, attempt: int) -> bool:
+        """``hold_lease`` for run.transaction, whose application code may run long: no write of the
+        lease's queue may change it meanwhile."""
+        return self.hold_lease(seq, attempt)

@@ -1,0 +1,104 @@
+"""Ending leases: settlements that name their attempt, expired leases, dead processes.
+
+The attempt is the token: every statement that ends a lease names
+``(job, attempt)``, so a settlement from an attempt that lost its lease finds
+no lease and changes nothing (JOB-05). What becomes of each job is decided
+by ``_settle``; here it is applied.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..._options import QueueOptions
+from ..._settle import Decision, Done, Failed, decide_lost, lost_in_bulk, outcome
+from .._base import JobRow, Settlement
+from . import groups, jobs
+from .executor import Executor
+
+
+def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settlement],
+           now: float) -> list[Settlement]:
+    """Apply each settlement whose attempt still holds its lease; return the stale ones.
+
+    The leases end, done jobs leave and their groups are released with one
+    statement each for the whole batch; other outcomes are applied job by job.
+    """
+    opts = groups.kept(ex, queue, opts)
+    tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
+    ended = {seq for (seq,) in ex.all("leases_end_many", tokens)}
+    stale = [s for s in settlements if s.seq not in ended]
+    live = [s for s in settlements if s.seq in ended]
+    gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
+    if gone:
+        jobs.remove(ex, list(gone))
+    for s in live:
+        if s.seq not in gone:
+            apply(ex, s.seq, s.decision)
+    groups.release(ex, queue, opts, [s.grp for s in live if s.grp is not None])
+    outcomes = [outcome(s.decision) for s in live]
+    done, failed = outcomes.count("done"), outcomes.count("failed")
+    if done or failed:
+        ex.run("count_add", (queue, int(now // 60), 0, done, failed))
+    return stale
+
+
+def apply(ex: Executor, seq: int, decision: Decision) -> None:
+    """Apply a decision that keeps the job to a job whose lease has just ended (its group is released apart)."""
+    if isinstance(decision, Done):
+        ex.run("steps_delete", (seq,))
+        ex.run("job_done", (decision.expires, decision.result, seq))
+    elif isinstance(decision, Failed):
+        ex.run("job_fail", (decision.error, decision.expires, seq))
+    else:
+        ex.run("job_requeue", {"seq": seq, "at": decision.at, "uncount": int(decision.uncount),
+                               "reset": decision.reset, "error": decision.error, "result": decision.result})
+
+
+def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float) -> int:
+    """End the leases of a queue that ran out; each attempt stays counted."""
+    expired = ex.all("leases_expired", (queue, now))
+    if expired:
+        opts = groups.kept(ex, queue, opts)
+    for seq, attempt in expired:
+        end_lost(ex, queue, opts, seq, attempt, now)
+    return len(expired)
+
+
+def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: int, now: float) -> None:
+    """End one lease whose attempt will never settle."""
+    if ex.run("lease_end", (seq, attempt)) == 0:
+        return
+    row = ex.one("job_by_seq", (seq,))
+    if row is not None:
+        job = JobRow(*row)
+        decision = decide_lost(attempt, opts, now, job.repeat, job.at)
+        apply(ex, seq, decision)
+        groups.release(ex, queue, opts, [job.grp] if job.grp is not None else [])
+        if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
+            ex.run("count_add", (queue, int(now // 60), 0, 0, 1))
+
+
+def end_owner(ex: Executor, owner: int, options: Callable[[str], QueueOptions], now: float) -> list[str]:
+    """End every lease a process that died held, at once (DUR-03); the attempts stay counted.
+
+    Jobs without a group are requeued or failed with one statement per queue
+    (``owner_lost``, with the parameters of ``_settle.lost_in_bulk``), so
+    recovering 100,000 leases costs a few statements, not 100,000. The jobs
+    that failed for good count in the queue's failures of this minute.
+    Returns the queues whose leases it ended.
+    """
+    queues = [queue for (queue,) in ex.all("owner_queues", (ex.array([owner]),))]
+    for queue in queues:
+        opts = options(queue)
+        for seq, attempt in ex.all("owner_repeating", (owner, queue)):
+            end_lost(ex, queue, opts, seq, attempt, now)
+        grps = {g for (g,) in ex.all("owner_groups", (owner, queue))}
+        states = ex.all("owner_lost", {"owner": owner, "queue": queue, **lost_in_bulk(opts, now)})
+        failed = sum(state == "failed" for (state,) in states)
+        if failed:
+            ex.run("count_add", (queue, int(now // 60), 0, 0, failed))
+        ex.run("owner_leases_end", (owner, queue))
+        for grp in grps:
+            groups.recompute(ex, queue, grp, opts, now)
+    return queues

@@ -1,0 +1,258 @@
+-- The statements whose text is the same on every backend, each under a name with a line of description.
+-- Written as SQLite spells them: placeholders ? and :name, tables tinystore_X. PostgreSQL reads them
+-- with its own placeholders, and its tables X in the store's schema (statements.pyformat).
+-- A statement that differs on a backend (a list as a parameter, a boolean column, the bytes of a
+-- damaged row) is in that backend's queries.sql, with a comment why.
+
+-- name: queue_options
+-- The options a queue keeps in the store.
+SELECT options FROM tinystore_queues WHERE name = ?;
+
+-- name: queue_save
+-- Keep a queue's options.
+INSERT INTO tinystore_queues (name, options) VALUES (?, ?)
+ON CONFLICT (name) DO UPDATE SET options = excluded.options;
+
+-- name: queue_names
+-- Every queue the store knows.
+SELECT name, options FROM tinystore_queues ORDER BY name;
+
+-- name: job_declare
+-- A schedule's job takes its newest declaration's payload and rule (and time, where its rule changed).
+UPDATE tinystore_jobs SET payload = :payload, repeat = :repeat, at = :at WHERE seq = :seq;
+
+-- name: steps_delete
+-- The steps of a job that is done: a later attempt will never ask for them.
+DELETE FROM tinystore_steps WHERE job = ?;
+
+-- name: ahead
+-- Due jobs that start before (at, seq): without a group, then of any group, each from its index.
+SELECT (SELECT count(*) FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) < (:at, :seq))
+     + (SELECT count(*) FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) < (:at, :seq));
+
+-- name: due_ungrouped
+-- The first due jobs without a group, in start order.
+SELECT at, seq, NULL FROM tinystore_jobs
+WHERE queue = ? AND state = 'queued' AND grp IS NULL AND at <= ?
+ORDER BY at, seq LIMIT ?;
+
+-- name: due_in_group
+-- The first due jobs of one group, in start order.
+SELECT at, seq, grp FROM tinystore_jobs
+WHERE queue = ? AND grp = ? AND state = 'queued' AND at <= ?
+ORDER BY at, seq LIMIT ?;
+
+-- name: head_of_group
+-- The first queued job of a group, due or not.
+SELECT at, seq FROM tinystore_jobs
+WHERE queue = ? AND grp = ? AND state = 'queued'
+ORDER BY at, seq LIMIT 1;
+
+-- name: lease_count
+-- Live leases of a queue.
+SELECT count(*) FROM tinystore_leases WHERE queue = ?;
+
+-- name: lease_end
+-- End the lease of one attempt; no row when that attempt no longer holds it (JOB-05).
+DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
+
+-- name: lease_held
+-- Whether an attempt still holds its lease.
+SELECT 1 FROM tinystore_leases WHERE job = ? AND attempt = ?;
+
+-- name: lease_of_job
+-- The lease a job is under, and its holder.
+SELECT l.attempt, l.expires, p.pid, p.host
+FROM tinystore_leases l LEFT JOIN tinystore_processes p ON p.id = l.owner
+WHERE l.job = ?;
+
+-- name: lease_renew
+-- Renew the leases a process holds in a queue.
+UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ?;
+
+-- name: leases_expired
+-- Leases of a queue that ran out.
+SELECT job, attempt FROM tinystore_leases WHERE queue = ? AND expires <= ? LIMIT 500;
+
+-- name: job_requeue
+-- An attempt ended: the job waits for `at` again; `uncount` 1 gives the attempt back, `reset` true sets
+-- the attempts to zero (a repeating job waiting for its next time).
+UPDATE tinystore_jobs SET state = 'queued', at = :at, error = :error, progress = NULL, result = :result,
+    attempt = CASE WHEN :reset THEN 0 ELSE attempt - :uncount END
+WHERE seq = :seq;
+
+-- name: job_fail
+-- The job failed for good; it is kept with its error until `expires`.
+UPDATE tinystore_jobs SET state = 'failed', error = ?, expires = ?, progress = NULL WHERE seq = ?;
+
+-- name: job_done
+-- The job is done; it is kept until `expires` so that its id adds nothing.
+UPDATE tinystore_jobs SET state = 'done', error = NULL, expires = ?, progress = NULL, result = ?
+WHERE seq = ?;
+
+-- name: job_retry_failed
+-- A failed job runs again, its attempts from zero.
+UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = ?, expires = NULL
+WHERE seq = ? AND state = 'failed';
+
+-- name: job_progress
+-- The progress a running attempt reports.
+UPDATE tinystore_jobs SET progress = ? WHERE seq = ? AND state = 'running';
+
+-- name: step_get
+-- A kept step answer.
+SELECT answer FROM tinystore_steps WHERE job = ? AND name = ?;
+
+-- name: step_keep
+-- Keep a step's answer.
+INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?)
+ON CONFLICT (job, name) DO NOTHING;
+
+-- name: step_insert
+-- Keep a step's answer within run.transaction: a second keep of the same step fails, and rolls back.
+INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?);
+
+-- name: steps_of_job
+-- Every step kept under a job.
+SELECT name, attempt, answer FROM tinystore_steps WHERE job = ? ORDER BY name;
+
+-- name: group_add
+-- A job joins its group: the group's head is its first queued job.
+INSERT INTO tinystore_groups AS g (queue, grp, head_at, head_seq) VALUES (:queue, :grp, :at, :seq)
+ON CONFLICT (queue, grp) DO UPDATE SET head_at = excluded.head_at, head_seq = excluded.head_seq
+WHERE g.head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (g.head_at, g.head_seq);
+
+-- name: group_get
+-- One group.
+SELECT running, head_at, head_seq, ready, wake_at FROM tinystore_groups WHERE queue = ? AND grp = ?;
+
+-- name: group_set
+-- A group's counts and head after a claim or a settlement.
+UPDATE tinystore_groups SET running = :running, head_at = :head_at, head_seq = :head_seq,
+    ready = :ready, wake_at = :wake_at
+WHERE queue = :queue AND grp = :grp;
+
+-- name: group_drop
+-- A group with nothing queued and nothing running.
+DELETE FROM tinystore_groups WHERE queue = ? AND grp = ?;
+
+-- name: group_ensure
+-- A group's row, created empty when missing.
+INSERT INTO tinystore_groups (queue, grp) VALUES (?, ?) ON CONFLICT (queue, grp) DO NOTHING;
+
+-- name: group_running
+-- Live leases of one group, counted from the leases themselves.
+SELECT count(*) FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.queue = ? AND j.grp = ?;
+
+-- name: groups_woken
+-- Rate-limited groups whose window has room again.
+SELECT grp FROM tinystore_groups WHERE queue = ? AND wake_at <= ?;
+
+-- name: groups_refresh
+-- Recompute whether each group of a queue has room, after its limits changed; a group set aside by
+-- its rate is woken at the next claim (wake_at 0), which counts its window under the new rate.
+UPDATE tinystore_groups SET ready = (running < :limit AND wake_at IS NULL),
+    wake_at = CASE WHEN wake_at IS NULL THEN NULL ELSE 0 END
+WHERE queue = :queue;
+
+-- name: starts_in_window
+-- Starts of a queue in its sliding window, and the oldest of them.
+SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND t > ?;
+
+-- name: group_starts_in_window
+-- Starts of one group in its sliding window, and the oldest of them.
+SELECT count(*), min(t) FROM tinystore_starts WHERE queue = ? AND grp = ? AND t > ?;
+
+-- name: starts_clamp
+-- Starts counted later than now (by a clock that read later: set back since, or another process's
+-- running ahead) count as made now: never earlier than they were, never holding a window longer
+-- than its period. Read from the (queue, t) index: with none, it writes nothing.
+UPDATE tinystore_starts SET t = :now WHERE queue = :queue AND t > :now;
+
+-- name: groups_wake_clamp
+-- Groups set aside until later than now plus their window (by a clock that read later) are woken now:
+-- the next claim counts their window again.
+UPDATE tinystore_groups SET wake_at = :now WHERE queue = :queue AND wake_at > :now + :window;
+
+-- name: starts_prune
+-- Starts older than every window of a queue.
+DELETE FROM tinystore_starts WHERE queue = ? AND t <= ?;
+
+-- name: count_add
+-- Add to the per-minute counts of a queue.
+INSERT INTO tinystore_counts AS c (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (queue, minute) DO UPDATE SET started = c.started + excluded.started,
+    done = c.done + excluded.done, failed = c.failed + excluded.failed;
+
+-- name: cancelled_mark
+-- Remember that a job was cancelled, for its watchers.
+INSERT INTO tinystore_cancelled (job, at) VALUES (?, ?)
+ON CONFLICT (job) DO UPDATE SET at = excluded.at;
+
+-- name: cancelled_get
+-- Whether a job that is gone was cancelled.
+SELECT 1 FROM tinystore_cancelled WHERE job = ?;
+
+-- name: cancelled_prune
+-- Cancellation marks no watcher needs any more.
+DELETE FROM tinystore_cancelled WHERE at <= ?;
+
+-- name: counts_prune
+-- Per-minute counts older than a day.
+DELETE FROM tinystore_counts WHERE minute <= ?;
+
+-- name: process_delete
+-- A process that ended.
+DELETE FROM tinystore_processes WHERE id = ?;
+
+-- name: owner_groups
+-- The groups of the jobs a process holds in a queue.
+SELECT DISTINCT j.grp FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
+
+-- name: owner_lost
+-- A dead process's attempts end, as _settle.decide_lost decides for each (its parameters come from
+-- _settle.lost_in_bulk): a job whose attempt reached :attempts fails for good, the others wait again;
+-- every attempt stays counted. Returns each job's new state.
+-- Repeating jobs are not among them: each is decided apart, as its next time is its rule's.
+UPDATE tinystore_jobs SET
+    state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
+    at = CASE WHEN attempt >= :attempts THEN at ELSE :again_at END,
+    expires = CASE WHEN attempt >= :attempts THEN :failed_expires END,
+    error = CASE WHEN attempt >= :attempts THEN :failed_error ELSE :again_error END,
+    progress = NULL
+WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
+  AND state = 'running' AND repeat IS NULL
+RETURNING state;
+
+-- name: owner_repeating
+-- The attempts of repeating jobs a dead process held in a queue.
+SELECT l.job, l.attempt FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
+WHERE l.owner = ? AND l.queue = ? AND j.repeat IS NOT NULL;
+
+-- name: owner_leases_end
+-- The leases a process holds in a queue end.
+DELETE FROM tinystore_leases WHERE owner = ? AND queue = ?;
+
+-- name: lease_drop
+-- End a job's lease, whatever its attempt (the job is cancelled).
+DELETE FROM tinystore_leases WHERE job = ?;
+
+-- name: watched_insert
+-- A process begins to watch a job: from its commit on, the job's changes are logged.
+INSERT INTO tinystore_watched (job, owner) VALUES (?, ?) ON CONFLICT DO NOTHING;
+
+-- name: watched_delete
+-- A process no longer watches a job.
+DELETE FROM tinystore_watched WHERE job = ? AND owner = ?;
+
+-- name: watched_delete_owner
+-- A process that closed or died watches nothing.
+DELETE FROM tinystore_watched WHERE owner = ?;
+
+-- name: changes_prune_job
+-- The changes of a job nobody watches any more.
+DELETE FROM tinystore_changes WHERE job = :job AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = :job);

@@ -1,0 +1,129 @@
+"""The writes of the ``Backend`` interface, each one transaction of the backend's writer: a claim cycle,
+cancels, retries, renewals, progress, steps, options, and run.transaction's check of its lease.
+
+``notify(queue, job)`` is the writer's: the commit tells every process that
+the queue has work (or that the job was cancelled).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Optional
+
+from ..._errors import Conflict
+from ..._options import QueueOptions
+from ..._settle import gives_work
+from ..._transaction import Transaction
+from .._base import Cycle, JobRow, Settlement
+from . import claim, groups, jobs, leases
+from .executor import Executor
+
+Notify = Callable[..., None]
+
+
+def cycle(ex: Executor, queue: str, owner: int, settlements: list[Settlement], want: int, now: float,
+          notify: Notify) -> Cycle:
+    """Settle, end the leases that ran out, claim: one transaction of one queue."""
+    opts = groups.options(ex, queue)  # as kept: another process may have changed them
+    stale = leases.settle(ex, queue, opts, settlements, now) if settlements else []
+    expired = leases.end_expired(ex, queue, opts, now)
+    if expired or gives_work(settlements, stale, opts):
+        notify(queue)  # jobs requeued, places freed: other processes may claim
+    claimed, slides = claim.claim(ex, queue, opts, owner, want, now) if want > 0 else ([], None)
+    wake = None
+    if len(claimed) < want:
+        times = [w for w in (slides, claim.next_wake(ex, queue, now)) if w is not None]
+        wake = min(times) if times else None
+    return Cycle(claimed, stale, wake, opts)
+
+
+def save_options(ex: Executor, queue: str, options: QueueOptions) -> None:
+    before = groups.options(ex, queue)
+    ex.run("queue_save", (queue, json.dumps(options.to_json())))
+    ex.forget_options(queue)
+    if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
+        groups.refresh(ex, queue, options)
+
+
+def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Optional[JobRow]:
+    row = ex.one("job_by_id", (queue, id))
+    if row is None or row[5] not in ("queued", "running"):
+        return None
+    job = JobRow(*row)
+    ex.run("lease_drop", (job.seq,))
+    jobs.remove(ex, [job.seq])
+    ex.run("cancelled_mark", (job.seq, now))
+    if job.grp is not None:
+        groups.recompute(ex, queue, job.grp, groups.options(ex, queue), now)
+    notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
+    return job
+
+
+def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
+    row = ex.one("job_by_id", (queue, id))
+    if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
+        return False
+    ex.run("job_retry_failed", (now, row[0]))
+    if row[4] is not None:
+        ex.run("group_add", {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
+    return True
+
+
+def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> set[int]:
+    ex.run("lease_renew", (expires, owner, queue))
+    return {s for (s,) in ex.all("leases_held", (owner, ex.array(seqs)))}
+
+
+def progress(ex: Executor, seq: int, attempt: int, value: str) -> bool:
+    if not ex.hold_lease(seq, attempt):
+        return False
+    ex.run("job_progress", (value, seq))
+    return True
+
+
+def keep_step(ex: Executor, seq: int, attempt: int, name: str, answer: str) -> bool:
+    if not ex.hold_lease(seq, attempt):
+        return False
+    ex.run("step_keep", (seq, name, attempt, answer))
+    return True
+
+
+def transact(ex: Executor, tx: Transaction, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
+             encode: Callable[[Any], str], own: Callable[[], ContextManager[Any]] = nullcontext) -> tuple[bool, str]:
+    """run.transaction (JOB-14) inside the application's transaction ``tx``: the step's kept answer, or
+    ``fn``'s, kept with the application's rows, while the attempt's lease is held.
+
+    ``own``: around tinystore's own statements (not ``fn``, whose errors are the application's), where
+    the driver's errors are tinystore's.
+    """
+    seq, attempt = lease
+    with own():
+        held = ex.own_lease(seq, attempt)
+        kept = ex.one("step_get", (seq, name)) if held else None
+    if not held:
+        raise Conflict("the attempt no longer holds its lease; the transaction was rolled back")
+    if kept is not None:
+        return True, kept[0]
+    answer = encode(fn(tx))
+    with own():
+        ex.run("step_insert", (seq, name, attempt, answer))  # a unique key: never kept twice
+    return False, answer
+
+
+def watch_end(ex: Executor, owner: int, seq: int) -> None:
+    ex.run("watched_delete", (seq, owner))
+    ex.run("changes_prune_job", {"job": seq})
+
+
+def leave(ex: Executor, owner: int) -> None:
+    """A process's registration ends, with what it watched."""
+    ex.run("watched_delete_owner", (owner,))
+    ex.run("process_delete", (owner,))
+
+
+def prune(ex: Executor, now: float) -> None:
+    """Maintenance's pruning: cancellation marks, changes nobody watches, per-minute counts past a day."""
+    ex.run("cancelled_prune", (now - 3600,))
+    ex.run("changes_prune")
+    ex.run("counts_prune", (int(now // 60) - 1440,))

@@ -1,0 +1,89 @@
+"""The engine's executor on a psycopg connection (``_engine.executor``).
+
+Lists are PostgreSQL arrays (psycopg adapts a Python list). Seqs come from
+the jobs table's identity column, drawn by the insert while the transaction
+holds the queue's advisory lock (see ``_writer``): within a queue, seq order
+is add order and commit order (JOB-01); a sequence never hands a value out
+twice, so SQLite's floor of seqs has no counterpart. PostgreSQL keeps only
+valid UTF-8 text, so no claimed row is unreadable here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .._base import Claimed, NewJob
+from .._engine.executor import Executor
+from ._connection import PgConn
+
+
+class PgExecutor(Executor):
+    """``conn`` in a transaction; its statements are its schema's (``conn.q``)."""
+
+    def __init__(self, conn: PgConn):
+        self.conn = conn
+        self.q = conn.q.statements
+
+    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+        return self.conn.execute(self.q[name], params).fetchone()
+
+    def all(self, name: str, params: Any = ()) -> list[tuple]:
+        return self.conn.execute(self.q[name], params).fetchall()
+
+    def run(self, name: str, params: Any = ()) -> int:
+        return self.conn.execute(self.q[name], params).rowcount
+
+    def each(self, name: str, rows: list[Any]) -> None:
+        self.conn.executemany(self.q[name], rows)
+
+    def array(self, values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def columns(self, **columns: list[Any]) -> dict[str, Any]:
+        return {name: list(values) for name, values in columns.items()}
+
+    def update_groups(self, queue: str, changes: dict[str, int], limit: int) -> None:
+        # One statement per group, found by its whole key (see groups_update in queries.sql).
+        self.conn.executemany(self.q["groups_update"], [{"queue": queue, "grp": grp, "change": change,
+                                                         "limit": limit} for grp, change in changes.items()])
+
+    def taken(self, row: tuple) -> Claimed:
+        return Claimed(*row)
+
+    def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:
+        written = dict((id, seq) for seq, id in self.all("jobs_insert", {
+            "queue": queue, "ids": [j.id for j in jobs], "payloads": [j.payload for j in jobs],
+            "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs]}))
+        seqs: list[tuple[Optional[int], bool]] = []
+        for job in jobs:  # a batch's second job of an id finds its id taken by the first
+            seq = written.pop(job.id, None)
+            seqs.append((seq, seq is not None))
+        return seqs
+
+    def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
+        return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat))[0]
+
+    def kept_options(self, queue: str) -> Optional[str]:
+        """Read once per writer transaction (``PgConn.options``): they cannot change while it holds the
+        queue's lock, which a save of options takes."""
+        cache = self.conn.options
+        if cache is not None and queue in cache:
+            return cache[queue]
+        text = super().kept_options(queue)
+        if cache is not None:
+            cache[queue] = text
+        return text
+
+    def forget_options(self, queue: str) -> None:
+        if self.conn.options is not None:
+            self.conn.options.pop(queue, None)
+
+    def own_lease(self, seq: int, attempt: int) -> bool:
+        """run.transaction: the lease's queue locked first (as every write of the queue takes it), then
+        the lease's row, until the commit: nothing ends the lease meanwhile (a settlement, an expiry, a
+        cancel of another process waits for it)."""
+        row = self.one("lease_queue", (seq, attempt))
+        if row is None:
+            return False
+        self.conn.execute(self.conn.q.lock_queue, (self.conn.q.queue_key, row[0]))
+        return self.one("lease_lock", (seq, attempt)) is not None
