@@ -19,7 +19,10 @@ says only what a driver does its own way:
 - ``kept_options``: a queue's options as kept (PostgreSQL reads them once per
   transaction, as it holds the queue's lock);
 - ``hold_lease`` and ``own_lease``: an attempt's lease held until the
-  transaction ends, for writes that must not land after it ended.
+  transaction ends, for writes that must not land after it ended;
+- ``lock_groups``: groups' rows changed one transaction at a time, where
+  writers of a queue run side by side (SQLite's single writer already
+  orders them).
 """
 
 from __future__ import annotations
@@ -90,6 +93,9 @@ class Executor(ABC):
 
     def jobs_left(self, seqs: list[int]) -> None:
         """Jobs with these seqs left the store (a driver that must keep their seqs from coming back)."""
+
+    def lock_groups(self, queue: str, grps: Sequence[str]) -> None:
+        """Before a group's row is read or written: no other transaction changes it until this one ends."""
 
     def kept_options(self, queue: str) -> Optional[str]:
         """The options a queue keeps (JSON text), or None."""

@@ -3,8 +3,11 @@
 A group with room and a due head is "ready" and indexed by its head, so a
 claim reads ready groups in start order and never scans the jobs waiting
 behind a full one (LIM-02). Every function runs in the transaction that
-claims or settles, which no other claim of the queue runs beside (the
-backend's writer sees to it).
+claims, settles or adds, and locks the groups it reads or writes first
+(``Executor.lock_groups``), so that a group's row is changed by one
+transaction at a time even where writers of a queue run side by side; the
+claims of a queue with group limits run one at a time (the backend's writer
+sees to it).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ def window_room(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: flo
 
 def update(ex: Executor, queue: str, opts: QueueOptions, changes: dict[str, int]) -> None:
     """Groups whose running count changes by ``changes[grp]``: each one's head and room are read again."""
+    ex.lock_groups(queue, list(changes))
     ex.update_groups(queue, changes, most_running(opts))
 
 
@@ -85,12 +89,14 @@ def save(ex: Executor, queue: str, grp: str, opts: QueueOptions, running: int,
 
 def set_aside(ex: Executor, queue: str, grp: str, opts: QueueOptions, wake_at: Optional[float]) -> None:
     """A group found full, or out of its window until ``wake_at``, when a claim read it: no longer ready."""
+    ex.lock_groups(queue, [grp])
     running, head_at, head_seq, _, _ = ex.one("group_get", (queue, grp))
     save(ex, queue, grp, opts, running, head_at, head_seq, wake_at)
 
 
 def wake(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: float) -> None:
     """A group whose window was to slide by ``now``: it has room again, or a later time to wake."""
+    ex.lock_groups(queue, [grp])
     row = ex.one("group_get", (queue, grp))
     if row is None:
         return
@@ -102,6 +108,7 @@ def wake(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: float) -> 
 def recompute(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: float) -> None:
     """Rebuild a group's row from the jobs and leases (after a cancel or a recovery)."""
     opts = kept(ex, queue, opts)
+    ex.lock_groups(queue, [grp])
     running = ex.one("group_running", (queue, grp))[0]
     head = ex.one("head_of_group", (queue, grp))
     head_at, head_seq = head if head else (None, None)

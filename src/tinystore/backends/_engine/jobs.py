@@ -16,6 +16,7 @@ def add(ex: Executor, queue: str, jobs: list[NewJob], now: float) -> list[Added]
     grouped = [{"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq} for a in added
                if a.added and a.row.grp is not None]
     if grouped:
+        ex.lock_groups(queue, [g["grp"] for g in grouped])
         ex.each("group_add", grouped)
     return added
 

@@ -181,12 +181,6 @@ UPDATE tinystore_groups SET wake_at = :now WHERE queue = :queue AND wake_at > :n
 -- Starts older than every window of a queue.
 DELETE FROM tinystore_starts WHERE queue = ? AND t <= ?;
 
--- name: count_add
--- Add to the per-minute counts of a queue.
-INSERT INTO tinystore_counts AS c (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (queue, minute) DO UPDATE SET started = c.started + excluded.started,
-    done = c.done + excluded.done, failed = c.failed + excluded.failed;
-
 -- name: cancelled_mark
 -- Remember that a job was cancelled, for its watchers.
 INSERT INTO tinystore_cancelled (job, at) VALUES (?, ?)

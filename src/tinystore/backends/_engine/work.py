@@ -25,17 +25,38 @@ Notify = Callable[..., None]
 def cycle(ex: Executor, queue: str, owner: int, settlements: list[Settlement], want: int, now: float,
           notify: Notify) -> Cycle:
     """Settle, end the leases that ran out, claim: one transaction of one queue."""
+    opts, stale = settle_expired(ex, queue, settlements, now, notify)
+    return claim_due(ex, queue, opts, owner, want, now, stale)
+
+
+def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now: float,
+                   notify: Notify) -> tuple[QueueOptions, list[Settlement]]:
+    """A cycle's first half: settle, end the leases that ran out; the queue's options as kept, and the
+    stale settlements. A backend whose claims of a limited queue take a lock runs the claim apart."""
     opts = groups.options(ex, queue)  # as kept: another process may have changed them
     stale = leases.settle(ex, queue, opts, settlements, now) if settlements else []
     expired = leases.end_expired(ex, queue, opts, now)
     if expired or gives_work(settlements, stale, opts):
         notify(queue)  # jobs requeued, places freed: other processes may claim
+    return opts, stale
+
+
+def claim_due(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int, now: float,
+              stale: list[Settlement]) -> Cycle:
+    """A cycle's second half: claim up to ``want`` due jobs, and when to look again."""
     claimed, slides = claim.claim(ex, queue, opts, owner, want, now) if want > 0 else ([], None)
     wake = None
     if len(claimed) < want:
         times = [w for w in (slides, claim.next_wake(ex, queue, now)) if w is not None]
         wake = min(times) if times else None
     return Cycle(claimed, stale, wake, opts)
+
+
+def limited(opts: QueueOptions) -> bool:
+    """Whether a queue's claims count anything (LIM-01..03): their count and take must not run beside
+    another claim of the queue."""
+    return any(limit is not None for limit in (opts.concurrency, opts.rate, opts.group_concurrency,
+                                               opts.group_rate))
 
 
 def save_options(ex: Executor, queue: str, options: QueueOptions) -> None:
@@ -66,6 +87,7 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
         return False
     ex.run("job_retry_failed", (now, row[0]))
     if row[4] is not None:
+        ex.lock_groups(queue, [row[4]])
         ex.run("group_add", {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
     return True
 

@@ -26,12 +26,13 @@ database. ``lock_timeout`` is the session's ``lock_timeout``: how long a
 write waits for a queue's lock (or a row's) held by another transaction
 before ``Locked``.
 
-Each queue's writes are serialized by a transaction-level advisory lock
-(see ``_writer``). An add inside the application's transaction (``tx=``,
-``conn=``) takes that lock in the application's transaction, which holds it
-until it commits or rolls back, as a SQLite transaction holds the file's
-write lock: meanwhile no process claims from, settles in or adds to that
-queue. Keep such transactions short.
+Processes write a queue side by side (see ``_writer``): adds, settlements
+and the claims of a queue without limits take no queue lock; the claim of a
+queue with limits takes the queue's advisory lock in a short transaction of
+its own. An add inside the application's transaction (``tx=``, ``conn=``)
+takes no queue lock either; where its jobs have a group, their group's lock
+is held until the application commits or rolls back, and claims of that
+group wait for it: keep such transactions short.
 """
 
 from __future__ import annotations
@@ -193,7 +194,6 @@ class PostgresBackend(PostgresReads, Backend):
                                                                    "key": q.live_key, "schema": q.name})]
             if dead and self._keeper is not None and not self._keeper.settled():
                 dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
-            queues = [name for (name,) in conn.all(q.owner_queues, (dead,))] if dead else []
 
         def op(conn: PgConn) -> int:
             if own is not None:
@@ -202,8 +202,6 @@ class PostgresBackend(PostgresReads, Backend):
             for other in dead:
                 if not conn.one(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read
-                for queue in [name for (name,) in conn.all(q.owner_queues, ([other],))]:
-                    self._writer.lock(conn, queue)  # a queue the read did not see (out of order: see _writer)
                 ex = PgExecutor(conn)
                 for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now):
                     self._writer.notify(queue)  # their jobs wait again, and their places are free
@@ -212,7 +210,7 @@ class PostgresBackend(PostgresReads, Backend):
             return found
         if not dead and own is None:
             return 0
-        return self.submit(op, queues=queues).result()
+        return self.submit(op).result()
 
     def forked(self) -> bool:
         return os.getpid() != self._pid
@@ -245,10 +243,11 @@ class PostgresBackend(PostgresReads, Backend):
         self._pool.close()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Any = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False) -> Future:
         if self.forked():
             self._usable()
-        return self._writer.submit(fn, *args, queues=queues, work=work, source=source, unknown=unknown)
+        return self._writer.submit(fn, *args, queues=queues, work=work, source=source, unknown=unknown,
+                                   alone=alone)
 
     # Notices
 
@@ -295,7 +294,8 @@ class PostgresBackend(PostgresReads, Backend):
             return reads.options(PgExecutor(conn), queue)
 
     def save_options(self, queue: str, options: QueueOptions) -> Future:
-        return self.submit(lambda conn: work.save_options(PgExecutor(conn), queue, options), work=queue)
+        return self.submit(lambda conn: work.save_options(PgExecutor(conn), queue, options), work=queue,
+                           queues=[queue])
 
     def queue_names(self) -> list[str]:
         with self._read() as conn:
@@ -325,10 +325,8 @@ class PostgresBackend(PostgresReads, Backend):
         return future
 
     def _add_in(self, conn: PgConn, queue: str, jobs: list[NewJob], now: float, tx: Transaction) -> list[Added]:
-        """An add in the application's transaction: it takes the queue's lock, held until that transaction
-        ends (see _writer), and its notice is sent when it commits."""
+        """An add in the application's transaction; its notice is sent when it commits."""
         q = self.q
-        conn.execute(q.lock_queue, (q.queue_key, queue))
         added = _engine_jobs.add(PgExecutor(conn), queue, jobs, now)
         # Told by this process at its commit (store.transaction()), else heard by every process.
         owner = self._owner if tx.told is not None else None
@@ -337,7 +335,7 @@ class PostgresBackend(PostgresReads, Backend):
 
     def declare(self, queue: str, job: NewJob, now: float) -> Future:
         return self.submit(lambda conn: _engine_jobs.declare(PgExecutor(conn), queue, job, now), work=queue,
-                           unknown=ADD_UNKNOWN)
+                           queues=[queue], unknown=ADD_UNKNOWN)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
         with self._read(queue=queue) as conn:
@@ -382,8 +380,8 @@ class PostgresBackend(PostgresReads, Backend):
             queues = [name for (name,) in conn.all(q.expired_queues, (now,))]
         removed = 0
         for queue in sorted(queues):
-            while True:  # one short transaction per batch: the queue's lock is never held long
-                count = self.submit(op, queue, queues=[queue]).result()
+            while True:  # one short transaction per batch: no row lock is held long
+                count = self.submit(op, queue).result()
                 removed += count
                 if progress is not None:
                     progress(removed)
@@ -397,22 +395,22 @@ class PostgresBackend(PostgresReads, Backend):
         def prune(conn: PgConn) -> None:
             work.prune(PgExecutor(conn), now)
             for name in names:  # a queue no worker claims from: its jobs per state folded here
-                conn.execute(q.counts_fold, {"queue": name})
-        self.submit(prune, queues=names).result()  # counts are written under their queues' locks
+                conn.execute(q.counts_fold, {"queue": name, "key": q.fold_key})
+        self.submit(prune).result()
         return removed
 
     # Watching (JOB-13)
 
     def watch_begin(self, owner: int, seq: int) -> Future:
-        # Under the job's queue's lock, as SQLite's single writer orders it: a transaction of that queue
-        # that changes the job either committed before (the watcher's first read sees what it did) or
-        # begins after this commit, and its trigger then sees the job watched and logs the change. Without
-        # it, a change whose statement began before this commit would be neither logged nor told.
-        with self._read() as conn:
-            row = conn.one(self.q.job_queue, (seq,))
+        # Under the job's row lock, as SQLite's single writer orders it: a transaction that changes the
+        # job either committed before (the watcher's first read sees what it did) or changes it after this
+        # commit, and its trigger then sees the job watched and logs the change. Without it, a change made
+        # before this commit and committed after it would be neither logged nor told.
+        def op(conn: PgConn) -> None:
+            conn.execute(self.q.job_share, (seq,))
+            conn.execute(self.q.watched_insert, (seq, owner))
         self._watching.add(seq)
-        return self.submit(lambda conn: conn.execute(self.q.watched_insert, (seq, owner)),
-                           queues=[row[0]] if row else [])
+        return self.submit(op)
 
     def watch_end(self, owner: int, seq: int) -> Future:
         self._watching.discard(seq)
@@ -430,16 +428,42 @@ class PostgresBackend(PostgresReads, Backend):
 
     def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
               now: "float | Callable[[], float]", source: Any = None) -> Future:
-        def op(conn: PgConn) -> Cycle:
+        """Settle, expire and, for a queue without limits, claim, in the writer's batch with no queue lock;
+        a queue with limits claims in a transaction of its own under its lock (see _writer)."""
+        done: Future = Future()
+
+        def settle(conn: PgConn) -> "Cycle | tuple":
+            t = now() if callable(now) else now
+            conn.execute(self.q.counts_fold, {"queue": queue, "key": self.q.fold_key})  # (migration 004)
+            ex = PgExecutor(conn)
+            opts, stale = work.settle_expired(ex, queue, settlements, t, self._writer.notify)
+            if want <= 0 or not work.limited(opts):
+                return work.claim_due(ex, queue, opts, owner, want, t, stale)
+            return opts, stale
+
+        def claim(conn: PgConn, opts: QueueOptions, stale: list[Settlement]) -> Cycle:
             # The clock is read once the queue's lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
+            self._writer.lock(conn, queue)
             t = now() if callable(now) else now
-            conn.execute(self.q.counts_fold, {"queue": queue})  # the queue's counts kept (migration 004)
-            return work.cycle(PgExecutor(conn), queue, owner, settlements, want, t, self._writer.notify)
-        return self.submit(op, queues=[queue], source=source)
+            return work.claim_due(PgExecutor(conn), queue, opts, owner, want, t, stale)
+
+        def settled(first: Future) -> None:
+            try:
+                result = first.result()
+                if isinstance(result, Cycle):
+                    done.set_result(result)
+                    return
+                second = self.submit(claim, *result, source=source, alone=True)
+            except BaseException as exc:
+                done.set_exception(exc)
+                return
+            second.add_done_callback(lambda f: _copy(f, done))
+        self.submit(settle, source=source).add_done_callback(settled)
+        return done
 
     def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
-        return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs), queues=[queue])
+        return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs))
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
         # No queue lock (the core does not name the queue, and it writes nothing that limits and order
@@ -545,6 +569,15 @@ class PostgresBackend(PostgresReads, Backend):
             raise InvalidArgument(f"conn= is a connection to another server or database, not to the store's "
                                   f"{self._where.server()}", queue=queue)
         return Transaction(PgConn(raw, self.q))
+
+
+def _copy(source: Future, target: Future) -> None:
+    """A future's outcome told to another."""
+    exc = source.exception()
+    if exc is None:
+        target.set_result(source.result())
+    else:
+        target.set_exception(exc)
 
 
 def _roll_back(raw: psycopg.Connection) -> None:

@@ -1,11 +1,13 @@
 """The engine's executor on a psycopg connection (``_engine.executor``).
 
 Lists are PostgreSQL arrays (psycopg adapts a Python list). Seqs come from
-the jobs table's identity column, drawn by the insert while the transaction
-holds the queue's advisory lock (see ``_writer``): within a queue, seq order
-is add order and commit order (JOB-01); a sequence never hands a value out
-twice, so SQLite's floor of seqs has no counterpart. PostgreSQL keeps only
-valid UTF-8 text, so no claimed row is unreadable here.
+the jobs table's identity column, drawn by the insert: the adds of one
+process commit in seq order (its one writer), so its jobs of equal time are
+claimed in the order it added them (JOB-01); two processes adding at the same
+moment take no lock, and their jobs are claimed in the order their commits
+make them visible. A sequence never hands a value out twice, so SQLite's
+floor of seqs has no counterpart. PostgreSQL keeps only valid UTF-8 text, so
+no claimed row is unreadable here.
 """
 
 from __future__ import annotations
@@ -63,9 +65,13 @@ class PgExecutor(Executor):
     def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
         return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat))[0]
 
+    def lock_groups(self, queue: str, grps: Sequence[str]) -> None:
+        if grps:
+            self.conn.execute(self.conn.q.lock_groups, (self.conn.q.group_key, queue, list(grps)))
+
     def kept_options(self, queue: str) -> Optional[str]:
-        """Read once per writer transaction (``PgConn.options``): they cannot change while it holds the
-        queue's lock, which a save of options takes."""
+        """Read once per writer transaction (``PgConn.options``): one transaction claims under the limits
+        it read first, and a change committed meanwhile binds the next one."""
         cache = self.conn.options
         if cache is not None and queue in cache:
             return cache[queue]
@@ -79,11 +85,7 @@ class PgExecutor(Executor):
             self.conn.options.pop(queue, None)
 
     def own_lease(self, seq: int, attempt: int) -> bool:
-        """run.transaction: the lease's queue locked first (as every write of the queue takes it), then
-        the lease's row, until the commit: nothing ends the lease meanwhile (a settlement, an expiry, a
-        cancel of another process waits for it)."""
-        row = self.one("lease_queue", (seq, attempt))
-        if row is None:
-            return False
-        self.conn.execute(self.conn.q.lock_queue, (self.conn.q.queue_key, row[0]))
+        """run.transaction: the lease's row locked until the commit: nothing ends the lease meanwhile (a
+        settlement, an expiry, a cancel of another process waits for it). No queue lock: the
+        application's code may run long, and claims of other processes must not wait for it."""
         return self.one("lease_lock", (seq, attempt)) is not None

@@ -26,6 +26,12 @@ _MIGRATIONS: list[tuple[int, str]] = sorted(
 )
 
 
+# A claim's picks lock the due rows they read and pass over the rows another claim holds (as River and
+# pgqueuer take jobs): claims of a queue from many processes never wait for each other (see _writer).
+PICKS = {"due_ungrouped", "due_in_group"}
+SKIP_LOCKED = "\nFOR UPDATE SKIP LOCKED"
+
+
 def _key(text: str) -> int:
     """A non-negative int4 from text, stable across processes and versions."""
     return zlib.crc32(text.encode("utf-8")) & 0x7FFFFFFF
@@ -44,9 +50,13 @@ class Schema:
         self.live_key = _key(f"tinystore live {name}")
         if self.live_key == self.queue_key:
             self.live_key ^= 1
+        # Two more: a group's row lock (lock_groups), and the fold of a queue's counts (counts_fold).
+        self.group_key = _key(f"tinystore group {name}")
+        self.fold_key = _key(f"tinystore fold {name}")
         # The NOTIFY channel (an identifier: at most 63 bytes), unique per schema.
         self.channel = f"tinystore_{self.queue_key:08x}_{name}"[:63]
-        self.statements = Statements({query: self.named(sql) for query, sql in _QUERIES.items()})
+        self.statements = Statements({query: self.named(sql) + (SKIP_LOCKED if query in PICKS else "")
+                                      for query, sql in _QUERIES.items()})
         self.reads = Statements({query: self.named(sql) for query, sql in _READS.items()})  # (_reads)
         self.__dict__.update(self.statements)
 

@@ -7,33 +7,36 @@ that one's error touches no other; one COMMIT for all of them, and only then
 are their futures resolved. A write never runs on the caller's thread: a
 round trip to the server must not stall a worker's event loop.
 
-Per-queue order, as SQLite's single writer gives it per file. Every
-transaction that writes a queue's jobs, leases, groups, starts or counts
-first takes that queue's transaction-level advisory lock,
-``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``, and
-holds it until it commits. So:
+What serialises what, across processes (no lock spans a claim cycle):
 
-- the claims of one queue run one after another across every process: the
-  count of live leases and of starts in the rate windows read by a claim
-  cannot change until it has committed the leases it took, so the SQLite
-  claim logic ports as it is and two processes can never both take the last
-  place (LIM-01..03);
-- a job's seq is drawn under the lock and committed before the lock is
-  released, so that jobs of one queue are committed in seq order and due jobs
-  of equal time are claimed in add order (JOB-01). A sequence alone does not
-  give that: two concurrent transactions may commit their seqs out of order,
-  and a claim between the two commits would take the later seq first.
+- Adds, settlements, renewals, expiries and the claims of a queue without
+  limits take no queue lock. A claim locks the rows it picks with ``FOR
+  UPDATE SKIP LOCKED`` (``_sql.SKIP_LOCKED``) and takes only those still
+  queued (``take``), so claims of many processes never wait for each
+  other: each takes due jobs in start order among the rows no other claim
+  holds (JOB-01 per claim).
+- The claim of a queue with limits (``concurrency``, ``rate``, ``group_*``)
+  is an operation run ``alone``: its own short transaction, after the
+  batch's, that takes the queue's transaction-level advisory lock,
+  ``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``,
+  counts and takes, and commits. The counts of live leases and of starts in
+  the rate windows cannot change upwards until it has committed the leases
+  it took (only claims add to them, one at a time), so two processes can
+  never both take the last place (LIM-01..03). A settlement that ends a
+  lease meanwhile only makes the count read high for a moment.
+- A group's row (its running count and head) is changed under the group's
+  own advisory lock (``PgExecutor.lock_groups``), taken before its row is
+  read or written, so that a head read again always sees the adds that
+  committed before it.
+- Declarations of a schedule and saves of options take the queue's lock
+  (``queues=``), so that they are applied one after another and never
+  beside a limited claim.
 
-A batch's operations declare their queues (``queues=``) when submitted; the
-batch takes all their locks at BEGIN, in sorted order, so that no two
-transactions that lock several queues deadlock. An operation that finds it
-needs another queue's lock while it runs (``lock``) takes it then; a
-deadlock that may cause, or a serialization failure, is detected by the
-server and the whole batch is run again here, up to ``RETRIES`` times.
-An add inside the application's transaction (``tx=``, ``conn=``) takes the
-queue's lock in that transaction and holds it until the application commits
-or rolls back, as SQLite's write lock is held by such a transaction: keep
-those transactions short.
+A batch takes the locks its operations declare (``queues=``) at BEGIN, in
+sorted order; an operation that finds it needs a queue's lock while it runs
+(``lock``) takes it then; a deadlock that may cause, or a serialization
+failure, is detected by the server and the whole batch is run again here, up
+to ``RETRIES`` times.
 
 Notices: an operation that gives a queue work (jobs added or requeued, room
 freed) or cancels a job says so (``work=`` at submit, or ``notify`` while it
@@ -93,22 +96,21 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Iterable[str] = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False) -> Future:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
-        ``queues``: whose locks it needs (``work``'s too); ``work`` a queue it
-        gives work to, for the notice of its commit; ``source``, who asked, so
-        that it is not woken by its own write; ``unknown``, what to say when
-        the connection is lost during the COMMIT.
+        ``queues``: whose locks it needs; ``work`` a queue it gives work to,
+        for the notice of its commit; ``source``, who asked, so that it is not
+        woken by its own write; ``unknown``, what to say when the connection
+        is lost during the COMMIT; ``alone``: in a transaction of its own,
+        after the batch's, so that the locks it takes are held for it only.
         """
         future: Future = Future()
         locks = set(queues)
-        if work is not None:
-            locks.add(work)
         with self._cv:
             if self._closing:
                 raise Closed(f"the store {self._where.location!r} is closed")
-            self._pending.append((fn, args, future, work, source, locks, unknown))
+            self._pending.append((fn, args, future, work, source, locks, unknown, alone))
             self._cv.notify()
         return future
 
@@ -145,23 +147,28 @@ class Writer:
                     return
                 batch = [self._pending.popleft() for _ in range(min(len(self._pending), MAX_OPERATIONS))]
             batch = [item for item in batch if item[2].set_running_or_notify_cancel()]
-            if not batch:
-                continue
+            shared = [item[:7] for item in batch if not item[7]]
+            alone = [[item[:7]] for item in batch if item[7]]
+            for transaction in ([shared] if shared else []) + alone:
+                self._commit(transaction)
+
+    def _commit(self, batch: list) -> None:
+        """One transaction of operations: run, committed, its notice told, then its futures resolved."""
+        try:
+            notice, outcomes = self._run(batch)
+        except BaseException as exc:  # a bug of this module: no caller may wait forever
+            log.exception("the writer failed")
+            notice, outcomes = None, [(item[2], None, exc) for item in batch]
+        if notice is not None:
             try:
-                notice, outcomes = self._run(batch)
-            except BaseException as exc:  # a bug of this module: no caller may wait forever
-                log.exception("the writer failed")
-                notice, outcomes = None, [(item[2], None, exc) for item in batch]
-            if notice is not None:
-                try:
-                    self._on_commit(notice)
-                except Exception:
-                    log.exception("a listener failed on a notice")
-            for future, result, exc in outcomes:
-                if exc is None:
-                    future.set_result(result)
-                else:
-                    future.set_exception(exc)
+                self._on_commit(notice)
+            except Exception:
+                log.exception("a listener failed on a notice")
+        for future, result, exc in outcomes:
+            if exc is None:
+                future.set_result(result)
+            else:
+                future.set_exception(exc)
 
     def _connection(self) -> PgConn:
         conn = self._conn

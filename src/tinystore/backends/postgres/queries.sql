@@ -16,6 +16,21 @@
 -- One queue's transaction-level advisory lock (see _writer for why, and why several are taken sorted).
 SELECT pg_advisory_xact_lock(%s, hashtext(%s));
 
+-- name: lock_groups
+-- Groups' transaction-level advisory locks (the group key, the hash of queue and group), taken in sorted
+-- order before their rows are read or written: one transaction at a time changes a group's row, and a
+-- head read again after the lock sees every add that committed before (see _writer).
+SELECT pg_advisory_xact_lock(%s, hashtext(%s || chr(1) || g))
+FROM (SELECT DISTINCT g FROM unnest(%s::text[]) AS g ORDER BY g) AS sorted;
+
+-- name: count_add
+-- Add to the per-minute counts of a queue, in a row of this session's (part: its backend's pid): claims
+-- and settlements of several processes at once never wait for each other's row; readers sum the parts.
+INSERT INTO {schema}.counts AS c (queue, minute, part, started, done, failed)
+VALUES (%s, %s, pg_backend_pid(), %s, %s, %s)
+ON CONFLICT (queue, minute, part) DO UPDATE SET started = c.started + excluded.started,
+    done = c.done + excluded.done, failed = c.failed + excluded.failed;
+
 -- name: jobs_insert
 -- Add a batch of jobs in one statement, in the order given (seqs are drawn in that order, under the
 -- queue's lock); an id that names a job already adds nothing. Returns the seqs and ids written.
@@ -44,9 +59,9 @@ FROM {schema}.jobs WHERE queue = %s AND id = %s;
 SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
 FROM {schema}.jobs WHERE seq = %s;
 
--- name: job_queue
--- The queue of a job.
-SELECT queue FROM {schema}.jobs WHERE seq = %s;
+-- name: job_share
+-- A job's row, held until the transaction ends (a watch begins: see watch_begin).
+SELECT 1 FROM {schema}.jobs WHERE seq = %s FOR SHARE;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs.
@@ -69,11 +84,13 @@ SELECT seq, ahead FROM (
 ) AS ranked WHERE seq = ANY(%(seqs)s::bigint[]);
 
 -- name: take
--- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken.
--- A repeating job keeps its last error until a run succeeds.
+-- Claim jobs: running, with their attempt counted now (JOB-04). A job no longer queued is not taken, nor
+-- one whose row another claim holds (a group's head, which the pick read without locking it): claims
+-- of many processes never wait for each other. A repeating job keeps its last error until a run succeeds.
 UPDATE {schema}.jobs SET state = 'running', attempt = attempt + 1, progress = NULL,
     error = CASE WHEN repeat IS NULL THEN NULL ELSE error END
-WHERE seq = ANY(%s::bigint[]) AND state = 'queued'
+WHERE seq IN (SELECT seq FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) AND state = 'queued'
+              FOR UPDATE SKIP LOCKED)
 RETURNING seq, id, payload, grp, at, attempt, repeat;
 
 -- name: lease_insert
@@ -102,10 +119,6 @@ DELETE FROM {schema}.steps WHERE job = ANY(%s::bigint[]);
 -- written without the queue's lock cannot land after another process ended the lease and took the
 -- job again (that process's DELETE of the lease waits for this commit). SQLite's writer orders it.
 SELECT 1 FROM {schema}.leases WHERE job = %s AND attempt = %s FOR SHARE;
-
--- name: lease_queue
--- The queue of an attempt's lease, where it holds one (run.transaction locks that queue first).
-SELECT queue FROM {schema}.leases WHERE job = %s AND attempt = %s;
 
 -- name: lease_lock
 -- run.transaction (JOB-14): the attempt's lease, locked until the transaction ends, so that nothing
@@ -189,9 +202,11 @@ FROM (SELECT queue, queued, running, done, failed, repeating FROM {schema}.queue
 GROUP BY queue;
 
 -- name: counts_fold
--- A queue's changes appended since its last fold, added to its row (the caller holds the queue's lock).
-WITH folded AS (DELETE FROM {schema}.count_changes WHERE queue = %(queue)s
-                RETURNING queued, running, done, failed, repeating)
+-- A queue's changes appended since its last fold, added to its row, where no other transaction is folding
+-- them (the queue's fold lock, tried: a claim cycle never waits for another's fold, and leaves it).
+WITH folding AS (SELECT pg_try_advisory_xact_lock(%(key)s, hashtext(%(queue)s)) AS mine),
+folded AS (DELETE FROM {schema}.count_changes WHERE queue = %(queue)s AND (SELECT mine FROM folding)
+           RETURNING queued, running, done, failed, repeating)
 INSERT INTO {schema}.queue_counts AS c (queue, queued, running, done, failed, repeating)
 SELECT %(queue)s, sum(queued), sum(running), sum(done), sum(failed), sum(repeating) FROM folded
 HAVING count(*) > 0

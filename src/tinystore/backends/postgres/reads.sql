@@ -2,7 +2,8 @@
 
 -- name: minute_counts
 -- Every queue's counts per minute from a minute on.
-SELECT queue, minute, started, done, failed FROM {schema}.counts WHERE minute >= %s ORDER BY queue, minute;
+SELECT queue, minute, sum(started)::int, sum(done)::int, sum(failed)::int FROM {schema}.counts WHERE minute >= %s
+GROUP BY queue, minute ORDER BY queue, minute;
 
 -- name: starts_since
 -- A queue's starts after a time (kept for its rate window).

@@ -279,3 +279,9 @@ SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
        (SELECT head_at FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM tinystore_groups WHERE queue = :queue AND wake_at IS NOT NULL);
+
+-- name: count_add
+-- Add to the per-minute counts of a queue (PostgreSQL keeps a row per session: its own).
+INSERT INTO tinystore_counts AS c (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (queue, minute) DO UPDATE SET started = c.started + excluded.started,
+    done = c.done + excluded.done, failed = c.failed + excluded.failed;
