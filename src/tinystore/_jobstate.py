@@ -26,7 +26,8 @@ class JobState:
     handler reported; ``result`` what the handler returned (JSON) once it is
     done; ``repeat`` the rule of a repeating job (``tinystore.cron`` or
     ``tinystore.every``; None for a job that runs once, and where its rule
-    cannot be read); ``added`` whether ``add`` wrote this job. ``ahead``
+    cannot be read); ``priority`` its priority (-100 to 100, the highest
+    starts first); ``added`` whether ``add`` wrote this job. ``ahead``
     counts the due jobs of the queue that start before this one, read when
     first asked for.
     """
@@ -43,6 +44,7 @@ class JobState:
     progress: Any = None
     result: Any = None
     repeat: Optional[Repeat] = None
+    priority: int = 0
     added: bool = False
     _ahead: Union[int, Callable[[], int], None] = field(default=0, repr=False, compare=False)
 
@@ -82,7 +84,7 @@ def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[],
     return JobState(
         id=row.id, queue=row.queue, state=state, payload=payload, group=row.grp,
         at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=error,
-        progress=progress, result=result, repeat=rule_of(row.repeat), added=added,
+        progress=progress, result=result, repeat=rule_of(row.repeat), priority=row.priority, added=added,
         _ahead=ahead if state == "waiting" else 0,
     )
 
@@ -113,3 +115,4 @@ class Job:
     delay: Optional[Duration] = None
     group: Optional[str] = None
     repeat: Optional[Repeat] = None
+    priority: int = 0

@@ -92,7 +92,7 @@ class SQLiteExecutor(Executor):
 
 
 def _row(seq: Optional[int], queue: str, job: NewJob) -> tuple:
-    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat)
+    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat, job.priority)
 
 
 def _shown(raw_id: object) -> str:
