@@ -24,7 +24,8 @@ USE_TZ = True
 TASKS = {
     "default": {
         "BACKEND": "tinystore.contrib.django.TaskBackend",
-        "QUEUES": ["default", "payments"],
-        "OPTIONS": {"database": "default", "queue_options": {"payments": {"attempts": 1}}},
+        "QUEUES": ["default", "payments", "ranked"],
+        "OPTIONS": {"database": "default",
+                    "queue_options": {"payments": {"attempts": 1}, "ranked": {"concurrency": 1}}},
     },
 }
