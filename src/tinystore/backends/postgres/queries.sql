@@ -348,9 +348,17 @@ SELECT current_database(), pg_postmaster_start_time();
 -- When a claim that left places free should look again, in one round trip: the next lease to run out,
 -- the next job without a group due, the next ready group's head due, the next rate-limited group's room
 -- (SQLite's differs only in its ready flag, an integer).
+-- The next job without a group is read from the index the claim reads, a probe per priority present.
 SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
-       (SELECT at FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
-        ORDER BY at, seq LIMIT 1),
+       (WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT min(at) FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p))
+        FROM present),
        (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);

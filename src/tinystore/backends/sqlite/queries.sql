@@ -268,9 +268,18 @@ SELECT coalesce(max(id), 0) FROM tinystore_notices;
 -- When a claim that left places free should look again: the next lease to run out, the next job
 -- without a group due, the next ready group's head due, the next rate-limited group's room
 -- (wake_at IS NOT NULL: read from the wake index, not from every group of the queue).
+-- The next job without a group is read from the index the claim reads (a probe per priority present),
+-- so that the two agree even where the other index by time is damaged.
 SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
-       (SELECT at FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
-        ORDER BY at, seq LIMIT 1),
+       (WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT min(at) FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority = present.p))
+        FROM present),
        (SELECT head_at FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM tinystore_groups WHERE queue = :queue AND wake_at IS NOT NULL);
