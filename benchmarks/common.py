@@ -45,6 +45,7 @@ FULL = {
     "w6_jobs": 10_000, "w6_steps": 3,
     "w7_waiting": [100, 100_000], "w7_one_off": 2_000, "w7_due_repeats": 1_000,
     "w8_jobs": 1_000_000,
+    "w9_backlog": 100_000, "w9_jobs": 10_000, "w9_priorities": 10,
 }
 SMALL = {  # every workload runs, each in a second or two: proves the suite works, measures little
     "baseline_single": 100, "baseline_batched": 1_000, "baseline_paced": 5,
@@ -56,6 +57,7 @@ SMALL = {  # every workload runs, each in a second or two: proves the suite work
     "w6_jobs": 300, "w6_steps": 3,
     "w7_waiting": [100, 10_000], "w7_one_off": 200, "w7_due_repeats": 100,
     "w8_jobs": 10_000,
+    "w9_backlog": 5_000, "w9_jobs": 500, "w9_priorities": 10,
 }
 
 
@@ -180,7 +182,8 @@ def remove_store(path: str) -> None:
 
 
 def fill(path: str, durability: str, count: int, *, at: Optional[float] = None, group_of: Any = None,
-         batch: int = 1_000, queue_options: Optional[dict[str, Any]] = None, start: int = 0) -> float:
+         batch: int = 1_000, queue_options: Optional[dict[str, Any]] = None, start: int = 0,
+         priority_of: Any = None) -> float:
     """Add ``count`` jobs through ``queue.add_many`` (the real schema, no shortcut); return the seconds it took."""
     import tinystore
 
@@ -190,7 +193,8 @@ def fill(path: str, durability: str, count: int, *, at: Optional[float] = None, 
         began = time.perf_counter()
         for first in range(start, start + count, batch):
             last = min(start + count, first + batch)
-            queue.add_many([tinystore.Job(payload(n), at=at, group=group_of(n) if group_of else None)
+            queue.add_many([tinystore.Job(payload(n), at=at, group=group_of(n) if group_of else None,
+                                          priority=priority_of(n) if priority_of else 0)
                             for n in range(first, last)])
         return time.perf_counter() - began
     finally:

@@ -4,7 +4,7 @@
                              [--results DIR] [--markdown] [--keep]
                              [--backend sqlite|postgres] [--postgres ADMIN_URL]
 
-The workloads are ``workloads/w1_add.py`` ... ``w8_reads.py`` (docs/benchmarks.md
+The workloads are ``workloads/w1_add.py`` ... ``w9_priorities.py`` (docs/benchmarks.md
 says what each measures); worker processes run
 ``child.py``. Every run first measures the raw-SQLite baseline (``baseline.py``) on the same
 disk at the same ``synchronous`` setting, and every figure is reported with
@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import baseline  # noqa: E402
 from common import FULL, HERE, SMALL, Context, PostgresTarget, Row, Target, reachable  # noqa: E402
 
-DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
+DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"]
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 OPTIONAL = {"LIMITS": "limits", "WATCH": "watch"}  # modules other helpers write: main(argv)
 
