@@ -31,7 +31,7 @@ def test_the_small_benchmark_run_exits_0_and_writes_json_with_every_workload(tmp
     assert latest["environment"]["cores"] and latest["environment"]["sqlite"] and latest["environment"]["python"]
     assert latest["environment"]["durability"] == "off"
     assert latest["baseline"]["insert_single"] > 0 and latest["baseline"]["life_batched"] > 0
-    assert {row["workload"] for row in latest["rows"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"}
+    assert {row["workload"] for row in latest["rows"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"}
     assert not [row["case"] for row in latest["rows"] if row["case"].startswith("failed")]
 
 
@@ -63,7 +63,7 @@ def test_the_small_postgres_benchmark_run_exits_0_and_writes_json_with_every_wor
     assert latest["environment"]["postgres"]["server_version"]
     assert latest["baseline"]["synchronous_commit"] == "on"
     assert latest["baseline"]["insert_single"] > 0 and latest["baseline"]["life_batched"] > 0
-    assert {row["workload"] for row in latest["rows"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"}
+    assert {row["workload"] for row in latest["rows"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9"}
     assert not [row["case"] for row in latest["rows"] if row["case"].startswith("failed")]
     import psycopg
     with psycopg.connect(admin, autocommit=True) as conn:  # every database the run made is dropped
