@@ -36,10 +36,11 @@ SELECT (SELECT count(*) FROM tinystore_jobs
           AND (priority > :priority OR (priority = :priority AND (at, seq) < (:at, :seq))));
 
 -- name: priority_below
--- The highest priority below :above among the queued jobs without a group, due or not: one probe of
--- their index by priority.
-SELECT max(priority) FROM tinystore_jobs
-WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < :above;
+-- The highest priority below :above among the queued jobs without a group, due or not (NULL where
+-- none): one probe of their index by priority. Not max(), which PostgreSQL reads as a scan of them all.
+SELECT (SELECT priority FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < :above
+        ORDER BY priority DESC LIMIT 1);
 
 -- name: due_ungrouped
 -- The first due jobs without a group of one priority, in start order: the jobs of that priority

@@ -351,13 +351,16 @@ SELECT current_database(), pg_postmaster_start_time();
 -- The next job without a group is read from the index the claim reads, a probe per priority present.
 SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
        (WITH RECURSIVE present(p) AS (
-            SELECT max(priority) FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+            SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                    ORDER BY priority DESC LIMIT 1)
             UNION ALL
-            SELECT (SELECT max(priority) FROM {schema}.jobs
-                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            SELECT (SELECT priority FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
             FROM present WHERE present.p IS NOT NULL)
-        SELECT min((SELECT min(at) FROM {schema}.jobs
-                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p))
+        SELECT min((SELECT at FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p
+                    ORDER BY at LIMIT 1))
         FROM present),
        (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
