@@ -47,6 +47,7 @@ FULL = {
     "w8_jobs": 1_000_000,
     "w9_processes": [1, 2, 4, 8], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 2.0, "w9_window_s": 5.0,
     "w10_adds": 200, "w10_jobs": 50, "w10_interval": 0.100, "w10_leases": 5, "w10_lease_s": 2.0,
+    "w11_backlog": 100_000, "w11_jobs": 10_000, "w11_priorities": 10,
 }
 # Through a relay (``run.py --relay``) every statement waits for the network: the counts that would
 # take minutes at 2 ms a round trip are smaller (the rates and latencies are per job all the same).
@@ -63,6 +64,7 @@ SMALL = {  # every workload runs, each in a second or two: proves the suite work
     "w8_jobs": 10_000,
     "w9_processes": [1, 2], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 0.5, "w9_window_s": 1.0,
     "w10_adds": 20, "w10_jobs": 5, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
+    "w11_backlog": 5_000, "w11_jobs": 500, "w11_priorities": 10,
 }
 
 
@@ -187,7 +189,8 @@ def remove_store(path: str) -> None:
 
 
 def fill(path: str, durability: str, count: int, *, at: Optional[float] = None, group_of: Any = None,
-         batch: int = 1_000, queue_options: Optional[dict[str, Any]] = None, start: int = 0) -> float:
+         batch: int = 1_000, queue_options: Optional[dict[str, Any]] = None, start: int = 0,
+         priority_of: Any = None) -> float:
     """Add ``count`` jobs through ``queue.add_many`` (the real schema, no shortcut); return the seconds it took."""
     import tinystore
 
@@ -197,7 +200,8 @@ def fill(path: str, durability: str, count: int, *, at: Optional[float] = None, 
         began = time.perf_counter()
         for first in range(start, start + count, batch):
             last = min(start + count, first + batch)
-            queue.add_many([tinystore.Job(payload(n), at=at, group=group_of(n) if group_of else None)
+            queue.add_many([tinystore.Job(payload(n), at=at, group=group_of(n) if group_of else None,
+                                          priority=priority_of(n) if priority_of else 0)
                             for n in range(first, last)])
         return time.perf_counter() - began
     finally:

@@ -28,7 +28,8 @@ class JobState:
     handler reported; ``result`` what the handler returned (JSON) once it is
     done; ``repeat`` the rule of a repeating job (``tinystore.cron`` or
     ``tinystore.every``; None for a job that runs once, and where its rule
-    cannot be read); ``added`` whether ``add`` wrote this job.
+    cannot be read); ``priority`` its priority (-100 to 100, the highest
+    starts first); ``added`` whether ``add`` wrote this job.
 
     ``ahead`` counts the due jobs of the queue that start before a waiting
     one (0 for any other state). It costs a query of the store (a count over
@@ -49,6 +50,7 @@ class JobState:
     progress: Any = None
     result: Any = None
     repeat: Optional[Repeat] = None
+    priority: int = 0
     added: bool = False
     _ahead: Union[int, Callable[[], int], None] = field(default=0, repr=False, compare=False)
 
@@ -103,7 +105,7 @@ def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[],
     return JobState(
         id=row.id, queue=row.queue, state=state, payload=payload, group=row.grp,
         at=from_timestamp(row.at), attempt=row.attempt, attempts=attempts, error=error,
-        progress=progress, result=result, repeat=rule_of(row.repeat), added=added,
+        progress=progress, result=result, repeat=rule_of(row.repeat), priority=row.priority, added=added,
         _ahead=ahead if state == "waiting" else 0,
     )
 
@@ -139,3 +141,4 @@ class Job:
     delay: Optional[Duration] = None
     group: Optional[str] = None
     repeat: Optional[Repeat] = None
+    priority: int = 0

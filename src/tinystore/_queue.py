@@ -14,7 +14,7 @@ from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import Transaction
 from ._typed import Decode, decoder
-from ._values import MAX_BATCH, check_text_id, check_time, encode_json, to_timestamp
+from ._values import MAX_BATCH, check_priority, check_text_id, check_time, encode_json, to_timestamp
 from .backends._base import JobDetail, JobRow, NewJob
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class Queue:
 
     def add(self, payload: Any, id: Optional[str] = None, at: Any = None, delay: Optional[Duration] = None,
             group: Optional[str] = None, tx: Optional[Transaction] = None, conn: Any = None,
-            repeat: Optional[Repeat] = None) -> JobState:
+            repeat: Optional[Repeat] = None, priority: int = 0) -> JobState:
         """Add a job; once this returns, it is on the disk (DUR-01).
 
         An ``id`` that names a job the queue keeps adds nothing and returns
@@ -56,8 +56,12 @@ class Queue:
         job repeat (it needs an ``id``): it first runs at the rule's first
         time after now (or at ``at=``/``delay=``, where given), then after
         each run at the rule's next time, until it is cancelled.
+
+        ``priority`` (an int from -100 to 100, 0 unless given) orders the due
+        jobs of the queue: the highest starts first, then by time (JOB-01).
         """
-        return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat)],
+        return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat,
+                                  priority=priority)],
                              tx=tx, conn=conn)[0]
 
     def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
@@ -125,7 +129,8 @@ class Queue:
         else:
             due = check_time(now, "now, by the store's clock,", self.name, id)
         repeat = job.repeat.stored() if job.repeat is not None else None
-        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due, repeat)
+        priority = check_priority(job.priority, self.name, id)
+        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due, repeat, priority)
 
     def _target(self, tx: Optional[Transaction], conn: Any) -> Optional[Transaction]:
         """The transaction an add runs in: the store's, the application's connection's, or None for its own."""

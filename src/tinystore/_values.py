@@ -21,6 +21,7 @@ MAX_JSON = 1024 * 1024
 MAX_PROGRESS = 4 * 1024
 MAX_ID = 1024
 MAX_BATCH = 10_000  # jobs per add_many: one transaction holds the write lock while it writes them
+PRIORITIES = range(-100, 101)  # Django's Task.priority has the same range
 QUEUE_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 FIRST_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)
 LAST_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
@@ -109,6 +110,13 @@ def check_time(seconds: float, what: str, queue: str, job_id: str | None = None)
         raise InvalidArgument(f"{what} is not a time a job can have: it must fall within {TIME_RANGE} "
                               f"(UNIX seconds {MIN_TIME:.0f} to {MAX_TIME:.0f})", queue=queue, job_id=job_id)
     return seconds
+
+
+def check_priority(value: object, queue: str, job_id: str | None = None) -> int:
+    """A job's priority: an int from -100 to 100 (a bool is not one); else InvalidArgument."""
+    if not isinstance(value, int) or isinstance(value, bool) or value not in PRIORITIES:
+        raise InvalidArgument(f"priority={value!r} must be an int from -100 to 100", queue=queue, job_id=job_id)
+    return int(value)
 
 
 def from_timestamp(ts: float) -> datetime:

@@ -45,3 +45,19 @@ def test_add_reads_the_payload_from_stdin_and_makes_an_id_when_none_is_given(app
     job = add(app, "echo", "-", input='{"from": "stdin"}\n')
     assert job["added"] and len(job["id"]) == 32
     assert echo.get(job["id"]).payload == {"from": "stdin"}
+
+
+def test_add_with_a_priority_keeps_it_and_jobs_and_show_display_it(app: App) -> None:
+    echo = app.open().queue("echo")
+    job = add(app, "echo", "null", "--id", "urgent", "--priority", "10")
+    assert job["priority"] == 10 and echo.get("urgent").priority == 10
+    add(app, "echo", "null", "--id", "plain")
+    listed = app.cli("jobs", app.db, "echo")
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header.split()[:3] == ["id", "state", "priority"]
+    assert sorted(row.split()[:3] for row in rows) == [["plain", "waiting", "0"], ["urgent", "waiting", "10"]]
+    shown = app.cli("show", app.db, "echo", "urgent")
+    assert shown.returncode == 0 and any(line.split() == ["priority", "10"] for line in shown.stdout.splitlines())
+    refused = app.cli("add", app.db, "echo", "null", "--id", "too-high", "--priority", "101")
+    assert refused.returncode != 0 and "priority" in refused.stderr and echo.get("too-high") is None

@@ -44,7 +44,7 @@ def test_jobs_pages_with_limit_and_after(app: App) -> None:
     result = app.cli("jobs", app.db, "mail", "--limit", "2")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["id", "state", "attempt", "at", "group", "repeats", "error"]
-    assert lines[1].split()[:3] == ["m1", "done", "1/1"]
-    assert lines[2].split()[:3] == ["m2", "failed", "1/1"] and lines[2].endswith("ValueError: no such mailbox")
+    assert lines[0].split() == ["id", "state", "priority", "attempt", "at", "group", "repeats", "error"]
+    assert lines[1].split()[:4] == ["m1", "done", "0", "1/1"]
+    assert lines[2].split()[:4] == ["m2", "failed", "0", "1/1"] and lines[2].endswith("ValueError: no such mailbox")
     assert lines[-1] == "more: --after m2"

@@ -37,11 +37,10 @@ def test_a_task_commits_with_the_rows_of_its_atomic_block_and_a_rolled_back_one_
         store.close()
 
 
-def test_options_tinystore_has_no_meaning_for_and_a_worker_of_unknown_queues_are_refused_saying_why(shop: Shop) -> None:
+def test_options_tinystore_cannot_take_and_a_worker_of_unknown_queues_are_refused_saying_why(shop: Shop) -> None:
     refused = shop.manage("shop", "enqueue")["refused"]
 
-    assert refused["priority"].startswith("InvalidTask: task shop.tasks.send_receipt: priority=5 has no meaning")
-    assert "no priorities" in refused["priority"]
+    assert refused["priority"].startswith("InvalidTask: priority must be a whole number between -100 and 100")
     assert refused["queue"] == "InvalidTask: Queue 'elsewhere' is not valid for backend."
     assert refused["arguments"].startswith("TypeError: task shop.tasks.send_receipt: its arguments must be JSON")
     assert "queue 'default'" in refused["arguments"]
@@ -89,3 +88,21 @@ def test_the_worker_runs_the_tasks_and_their_results_errors_and_times_read_back(
 
     assert results[enqueued["attempt"]]["return_value"] == 1  # TaskContext.attempt: the first attempt
     assert results[enqueued["later"]]["status"] == "READY"  # due tomorrow
+
+
+def test_tasks_enqueued_with_priorities_run_highest_priority_first_and_keep_their_priority(shop: Shop) -> None:
+    ids = shop.manage("shop", "ranked")
+    store = tinystore.open(shop.target)
+    try:
+        assert [store.queue("ranked").get(id).priority for id in ids] == [-10, 0, 100, 0, 10, -100]
+        worker = shop.start("tinystore_worker", "--grace", "5s")
+        try:
+            wait_until(lambda: all(store.queue("ranked").get(id).state == "done" for id in ids),
+                       "the worker ran the ranked tasks")
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert wait_child(worker) == 0, stderr_of(worker)
+    finally:
+        store.close()
+    ran = [receipt for _, _, receipt in shop.manage("shop", "orders")]
+    assert ran == ["urgent", "high", "plain-1", "plain-2", "low", "lowest"]

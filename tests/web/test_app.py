@@ -301,3 +301,13 @@ def test_metrics_gives_the_stores_waiting_and_running_jobs_as_prometheus_text(
     lines = answer.text.splitlines()
     assert 'tinystore_jobs_waiting{queue="work"} 1' in lines and 'tinystore_jobs_running{queue="work"} 0' in lines
     assert 'tinystore_jobs_waiting{queue="empty"} 0' in lines
+
+
+def test_a_jobs_priority_is_shown_in_its_queues_page_and_on_its_own(client: httpx.Client,
+                                                                    store: tinystore.Store) -> None:
+    ranked = store.queue("ranked")
+    ranked.add({}, id="plain")
+    ranked.add({}, id="urgent", priority=20)
+    page = client.get("/api/jobs", params={"queue": "ranked"}).json()["jobs"]
+    assert [(j["id"], j["priority"]) for j in page] == [("plain", 0), ("urgent", 20)]
+    assert client.get("/api/job", params={"queue": "ranked", "id": "urgent"}).json()["priority"] == 20

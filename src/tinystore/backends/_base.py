@@ -52,6 +52,7 @@ class JobRow:
     expires: Optional[float]
     result: Any = None
     repeat: Optional[str] = None
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class NewJob:
     grp: Optional[str]
     at: float
     repeat: Optional[str] = None  # the rule's JSON text (``_repeat``), for a job that repeats
+    priority: int = 0
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,7 @@ def job_json(job: JobState, ahead: bool = False) -> dict[str, Any]:
     """A job as JSON; ``ahead`` costs a count, so only ``show`` asks for it."""
     data: dict[str, Any] = {
         "id": job.id, "queue": job.queue, "state": job.state, "payload": job.payload, "group": job.group,
-        "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
+        "priority": job.priority, "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
         "progress": job.progress, "result": job.result,
         "repeat": None if job.repeat is None else {"rule": str(job.repeat), **json.loads(job.repeat.stored())},
     }

@@ -23,6 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--id", help="the job's id (default: a new random one)")
     parser.add_argument("--delay", help="run it after this long, e.g. 10m")
     parser.add_argument("--group", metavar="G", help="the job's group")
+    parser.add_argument("--priority", metavar="P", type=int, default=0,
+                        help="an int from -100 to 100: due jobs of a higher priority start first (default 0)")
     repeat = parser.add_mutually_exclusive_group()
     repeat.add_argument("--cron", metavar="TEXT", help="repeat it at the times of this cron text (with --zone and --id)")
     repeat.add_argument("--every", metavar="D", help="repeat it at every multiple of this duration (with --id)")
@@ -44,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--zone is for --cron")
     with open_store(args) as store:
         queue = open_queue(store, args.queue)
-        job = queue.add(payload, id=args.id, delay=args.delay, group=args.group, repeat=_repeat(args))
+        job = queue.add(payload, id=args.id, delay=args.delay, group=args.group, repeat=_repeat(args),
+                        priority=args.priority)
     if args.json:
         print_json({**job_json(job), "added": job.added})
     elif job.added:

@@ -32,9 +32,9 @@ def run(args: argparse.Namespace) -> int:
     if not page:
         print("no jobs")
         return 0
-    rows = [(job.id, job.state, f"{job.attempt}/{job.attempts}", iso(job.at), job.group or "",
+    rows = [(job.id, job.state, str(job.priority), f"{job.attempt}/{job.attempts}", iso(job.at), job.group or "",
              str(job.repeat) if job.repeat is not None else "", first_line(job.error)) for job in page]
-    print(table(("id", "state", "attempt", "at", "group", "repeats", "error"), rows))
+    print(table(("id", "state", "priority", "attempt", "at", "group", "repeats", "error"), rows))
     if after is not None:
         print(f"more: --after {after}")
     return 0

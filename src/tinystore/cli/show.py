@@ -47,7 +47,7 @@ def _detail(detail: JobDetail) -> dict[str, Any]:
 
 def _print(data: dict[str, Any], now: float) -> None:
     lines = [
-        ("queue", data["queue"]), ("id", data["id"]), ("state", data["state"]),
+        ("queue", data["queue"]), ("id", data["id"]), ("state", data["state"]), ("priority", data["priority"]),
         ("attempt", f"{data['attempt']} of {data['attempts']}"), ("at", data["at"]),
         ("group", data["group"] or "-"), ("payload", json.dumps(data["payload"], ensure_ascii=False)),
     ]

@@ -156,7 +156,8 @@ def _limit(text: Optional[str]) -> int:
 
 
 def _row(job: JobState) -> dict[str, Any]:
-    return {"id": job.id, "state": job.state, "group": job.group, "at": iso(job.at), "attempt": job.attempt,
+    return {"id": job.id, "state": job.state, "priority": job.priority, "group": job.group, "at": iso(job.at),
+            "attempt": job.attempt,
             "attempts": job.attempts, "error": job.error.splitlines()[0] if job.error else None}
 
 
@@ -174,7 +175,7 @@ def job_page(store: Store, queue_name: Optional[str], id: Optional[str]) -> dict
     lease = detail.lease
     data = {
         "id": job.id, "queue": job.queue, "state": job.state, "payload": job.payload, "group": job.group,
-        "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
+        "priority": job.priority, "at": iso(job.at), "attempt": job.attempt, "attempts": job.attempts, "error": job.error,
         "progress": job.progress, "ahead": job.ahead if job.state == "waiting" else None,
         "result": job.result, "repeat": None if job.repeat is None else str(job.repeat),
         "steps": [{"name": s.name, "attempt": s.attempt, "answer": json.loads(s.answer)} for s in detail.steps],

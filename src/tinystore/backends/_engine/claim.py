@@ -26,6 +26,7 @@ from typing import Iterable, Optional
 
 from ..._events import fields
 from ..._options import QueueOptions
+from ..._values import PRIORITIES
 from .._base import Claimed
 from . import groups
 from .executor import Executor, Unreadable
@@ -43,8 +44,8 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
     if want <= 0:
         return [], slides
     _wake_groups(ex, queue, opts, now)
-    picked, heads, read = _pick(ex, queue, opts, want, now)
-    claimed = take(ex, queue, opts, owner, now, picked, heads)
+    picked, read = _pick(ex, queue, opts, want, now)
+    claimed = take(ex, queue, opts, owner, now, picked)
     taken = Counter(c.grp for c in claimed if c.grp is not None)
     if read:  # every group read, taken from or not, reads its head again: a wrong one is put right
         groups.update(ex, queue, opts, {grp: taken[grp] for grp in read})
@@ -95,35 +96,48 @@ def _wake_groups(ex: Executor, queue: str, opts: QueueOptions, now: float) -> No
 
 
 def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
-          now: float) -> tuple[list[tuple], set[int], list[str]]:
-    """The first ``want`` due jobs the limits allow, merging jobs without a group and ready groups;
-    the seqs of those read as a group's head from its row; and the groups with room that were read.
+          now: float) -> tuple[list[tuple], list[str]]:
+    """The first ``want`` due jobs the limits allow, as (priority, at, seq, grp) in start order (JOB-01),
+    merging jobs without a group and ready groups; and the groups with room that were read.
 
     Only groups marked ready are read, in the order of their first due job (their head), so the
-    jobs waiting behind a full group are never scanned. A group that may start one job more starts
-    its head, read with it; only a group with more room reads its due jobs.
+    jobs waiting behind a full group are never scanned; each reads its due jobs by priority.
     """
-    streams: list[Iterable[tuple]] = [ex.all("due_ungrouped", (queue, now, want))]
-    heads: list[tuple] = []
+    streams: list[Iterable[tuple]] = [_due_ungrouped(ex, queue, want, now)]
     read: list[str] = []
-    for grp, running, head_at, head_seq in ex.all("groups_ready", (queue, now, want)):
+    for grp, running, _, _ in ex.all("groups_ready", (queue, now, want)):
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
         window, slides = groups.window_room(ex, queue, grp, opts, now)
         if room <= 0 or window <= 0:  # full under the limits kept now, or its window is used up: set aside
             groups.set_aside(ex, queue, grp, opts, slides if window <= 0 else None)
             continue
         read.append(grp)
-        if min(room, window) == 1:
-            heads.append((head_at, head_seq, grp))
-        else:
-            streams.append(ex.all("due_in_group", (queue, grp, now, min(room, window, want))))
-    streams.append(heads)  # in start order, as the groups were read
-    picked = list(itertools.islice(heapq.merge(*streams, key=lambda r: (r[0], r[1])), want))
-    return picked, {seq for _, seq, _ in heads}, read
+        streams.append(ex.all("due_in_group", (queue, grp, now, min(room, window, want))))
+    return list(itertools.islice(heapq.merge(*streams, key=start_order), want)), read
+
+
+def start_order(row: tuple) -> tuple:
+    """The order due jobs (priority, at, seq, ...) start in: the highest priority first, then by time, then added."""
+    return (-row[0], row[1], row[2])
+
+
+def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+    """The first ``want`` due jobs without a group, in start order: priority by priority, highest first,
+    among the priorities their queued jobs have; each priority's due jobs come first in its index, so the
+    jobs scheduled for later are never read."""
+    due: list[tuple] = []
+    above = max(PRIORITIES) + 1
+    while len(due) < want:
+        (priority,) = ex.one("priority_below", {"queue": queue, "above": above})
+        if priority is None:
+            break
+        due += ex.all("due_ungrouped", {"queue": queue, "priority": priority, "now": now, "want": want - len(due)})
+        above = priority
+    return due
 
 
 def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
-         picked: list[tuple], heads: set[int]) -> list[Claimed]:
+         picked: list[tuple]) -> list[Claimed]:
     """Take the picked jobs still queued, each under a lease; in start order.
 
     A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
@@ -134,10 +148,10 @@ def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
         return []
     claimed: list[Claimed] = []
     unreadable: list[Unreadable] = []
-    rows = ex.all("take", (ex.array([seq for _, seq, _ in picked]),))
+    rows = ex.all("take", (ex.array([row[2] for row in picked]),))
     if len(rows) < len(picked):
         taken = {row[0] for row in rows}
-        ex.not_taken(queue, [pick for pick in picked if pick[1] not in taken], heads)
+        ex.not_taken(queue, [pick for pick in picked if pick[2] not in taken])
     for row in rows:
         try:
             claimed.append(ex.taken(row))
@@ -147,7 +161,8 @@ def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
         ex.run("lease_insert", (owner, now + opts.lease, ex.array([c.seq for c in claimed])))
     if unreadable:
         _fail_unreadable(ex, queue, opts, unreadable, now)
-    return sorted(claimed, key=lambda c: (c.at, c.seq))
+    order = {row[2]: n for n, row in enumerate(picked)}
+    return sorted(claimed, key=lambda c: order[c.seq])
 
 
 def _fail_unreadable(ex: Executor, queue: str, opts: QueueOptions, jobs: list[Unreadable], now: float) -> None:

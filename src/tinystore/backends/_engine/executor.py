@@ -77,10 +77,10 @@ class Executor(ABC):
     def taken(self, row: tuple) -> Claimed:
         """A row of statement ``take`` as the job claimed; ``Unreadable`` where it cannot be read."""
 
-    def not_taken(self, queue: str, picked: list[tuple], heads: set[int]) -> None:
-        """Picked jobs (``(at, seq, grp)``) that ``take`` did not find queued; ``heads``: the seqs read as
-        a group's head from its row, which may be out of date. A driver whose claims can meet rows that
-        another claim took, or that changed since they were picked, lets them be."""
+    def not_taken(self, queue: str, picked: list[tuple]) -> None:
+        """Picked jobs (``(priority, at, seq, grp)``, read from a due index) that ``take`` did not find
+        queued. A driver whose claims can meet rows that another claim took since they were picked lets
+        them be."""
 
     @abstractmethod
     def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:

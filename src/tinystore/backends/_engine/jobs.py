@@ -49,7 +49,8 @@ def remove(ex: Executor, seqs: list[int]) -> None:
 
 
 def _new_row(seq: int, queue: str, job: NewJob) -> JobRow:
-    return JobRow(seq, queue, job.id, job.payload, job.grp, "queued", job.at, 0, None, None, None, None, job.repeat)
+    return JobRow(seq, queue, job.id, job.payload, job.grp, "queued", job.at, 0, None, None, None, None, job.repeat,
+                  job.priority)
 
 
 def _add_taken(ex: Executor, queue: str, job: NewJob, seq, now: float) -> Added:

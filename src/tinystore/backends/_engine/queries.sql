@@ -26,23 +26,35 @@ UPDATE tinystore_jobs SET payload = :payload, repeat = :repeat, at = :at WHERE s
 DELETE FROM tinystore_steps WHERE job = ?;
 
 -- name: ahead
--- Due jobs that start before (at, seq): without a group, then of any group, each from its index.
+-- Due jobs that start before a job of priority :priority at (at, seq): every one of a higher priority,
+-- and the earlier ones of its own; without a group, then of any group, each from its index.
 SELECT (SELECT count(*) FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) < (:at, :seq))
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now
+          AND (priority > :priority OR (priority = :priority AND (at, seq) < (:at, :seq))))
      + (SELECT count(*) FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) < (:at, :seq));
+        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now
+          AND (priority > :priority OR (priority = :priority AND (at, seq) < (:at, :seq))));
+
+-- name: priority_below
+-- The highest priority below :above among the queued jobs without a group, due or not (NULL where
+-- none): one probe of their index by priority. Not max(), which PostgreSQL reads as a scan of them all.
+SELECT (SELECT priority FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < :above
+        ORDER BY priority DESC LIMIT 1);
 
 -- name: due_ungrouped
--- The first due jobs without a group, in start order.
-SELECT at, seq, NULL FROM tinystore_jobs
-WHERE queue = ? AND state = 'queued' AND grp IS NULL AND at <= ?
-ORDER BY at, seq LIMIT ?;
+-- The first due jobs without a group of one priority, in start order: the jobs of that priority
+-- scheduled for later come after them in the index, and are not read.
+SELECT priority, at, seq, NULL FROM tinystore_jobs
+WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority = :priority AND at <= :now
+ORDER BY at, seq LIMIT :want;
 
 -- name: due_in_group
--- The first due jobs of one group, in start order.
-SELECT at, seq, grp FROM tinystore_jobs
+-- The first due jobs of one group, in start order (its due jobs are read from the group's index by
+-- time, and ordered by priority).
+SELECT priority, at, seq, grp FROM tinystore_jobs
 WHERE queue = ? AND grp = ? AND state = 'queued' AND at <= ?
-ORDER BY at, seq LIMIT ?;
+ORDER BY priority DESC, at, seq LIMIT ?;
 
 -- name: head_of_group
 -- The first queued job of a group, due or not.

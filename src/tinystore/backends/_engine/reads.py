@@ -26,12 +26,14 @@ def get(ex: Executor, queue: str, id: str) -> Optional[JobRow]:
 
 
 def ahead(ex: Executor, row: JobRow, now: float) -> int:
-    return ex.one("ahead", {"queue": row.queue, "now": now, "at": row.at, "seq": row.seq})[0]
+    return ex.one("ahead", {"queue": row.queue, "now": now, "priority": row.priority, "at": row.at,
+                            "seq": row.seq})[0]
 
 
 def ahead_many(ex: Executor, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:
-    last = max(rows, key=lambda r: (r.at, r.seq))
-    return dict(ex.all("ahead_many", {"queue": queue, "now": now, "at": last.at, "seq": last.seq,
+    last = max(rows, key=lambda r: (-r.priority, r.at, r.seq))
+    return dict(ex.all("ahead_many", {"queue": queue, "now": now, "priority": last.priority, "at": last.at,
+                                      "seq": last.seq,
                                       "seqs": ex.array([r.seq for r in rows])}))
 
 

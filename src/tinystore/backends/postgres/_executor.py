@@ -55,7 +55,8 @@ class PgExecutor(Executor):
     def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:
         written = dict((id, seq) for seq, id in self.all("jobs_insert", {
             "queue": queue, "ids": [j.id for j in jobs], "payloads": [j.payload for j in jobs],
-            "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs]}))
+            "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs],
+            "priorities": [j.priority for j in jobs]}))
         seqs: list[tuple[Optional[int], bool]] = []
         for job in jobs:  # a batch's second job of an id finds its id taken by the first
             seq = written.pop(job.id, None)
@@ -63,7 +64,8 @@ class PgExecutor(Executor):
         return seqs
 
     def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
-        return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat))[0]
+        return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat,
+                                       job.priority))[0]
 
     def lock_groups(self, queue: str, grps: Sequence[str]) -> None:
         if grps:

@@ -34,29 +34,30 @@ ON CONFLICT (queue, minute, part) DO UPDATE SET started = c.started + excluded.s
 -- name: jobs_insert
 -- Add a batch of jobs in one statement, in the order given (seqs are drawn in that order, under the
 -- queue's lock); an id that names a job already adds nothing. Returns the seqs and ids written.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat)
-SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat
-FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[], %(repeats)s::text[])
-     WITH ORDINALITY AS t(id, payload, grp, at, repeat, n)
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority)
+SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat, t.priority
+FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[], %(repeats)s::text[],
+            %(priorities)s::int2[])
+     WITH ORDINALITY AS t(id, payload, grp, at, repeat, priority, n)
 ORDER BY t.n
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq, id;
 
 -- name: job_insert
 -- Add one job, unless its id names one already.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat)
-VALUES (%s, %s, %s, %s, 'queued', %s, %s)
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority)
+VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s)
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq;
 
 -- name: job_by_id
 -- A job by its id.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs WHERE queue = %s AND id = %s;
 
 -- name: job_by_seq
 -- A job by its seq.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs WHERE seq = %s;
 
 -- name: job_share
@@ -65,21 +66,21 @@ SELECT 1 FROM {schema}.jobs WHERE seq = %s FOR SHARE;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]);
 
 -- name: ahead_many
 -- For each of several waiting jobs of a queue, the due jobs that start before it: one pass over the
--- due jobs up to the last of them, (:at, :seq).
+-- due jobs up to the last of them in start order (of priority :priority at (:at, :seq)).
 SELECT seq, ahead FROM (
-    SELECT seq, row_number() OVER (ORDER BY at, seq) - 1 AS ahead FROM (
-        SELECT at, seq FROM {schema}.jobs
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, at, seq) - 1 AS ahead FROM (
+        SELECT priority, at, seq FROM {schema}.jobs
         WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND at <= %(now)s
-          AND (at, seq) <= (%(at)s, %(seq)s)
+          AND (priority > %(priority)s OR (priority = %(priority)s AND (at, seq) <= (%(at)s, %(seq)s)))
         UNION ALL
-        SELECT at, seq FROM {schema}.jobs
+        SELECT priority, at, seq FROM {schema}.jobs
         WHERE queue = %(queue)s AND state = 'queued' AND grp IS NOT NULL AND at <= %(now)s
-          AND (at, seq) <= (%(at)s, %(seq)s)
+          AND (priority > %(priority)s OR (priority = %(priority)s AND (at, seq) <= (%(at)s, %(seq)s)))
     ) AS due
 ) AS ranked WHERE seq = ANY(%(seqs)s::bigint[]);
 
@@ -255,7 +256,7 @@ WHERE minute >= %s GROUP BY queue;
 -- A page of a queue's jobs in the order of their ids, after an id (which may have left meanwhile),
 -- walking the queue's ids: as fast as the state asked for is common (_reads.page_of picks the
 -- statements below where an index holds only the jobs asked for).
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND id > %(after)s
   AND (expires IS NULL OR expires > %(now)s)
@@ -265,7 +266,7 @@ ORDER BY id LIMIT %(limit)s;
 
 -- name: jobs_page_failed
 -- A page of a queue's failed jobs, by the index of failed jobs.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND state = 'failed' AND id > %(after)s
   AND (%(grp)s::text IS NULL OR grp = %(grp)s::text)
@@ -275,7 +276,7 @@ ORDER BY id LIMIT %(limit)s;
 -- name: jobs_page_running
 -- A page of a queue's running jobs, from their leases (as many as run, however many are kept).
 SELECT j.seq, j.queue, j.id, j.payload, j.grp, j.state, j.at, j.attempt, j.error, j.progress, j.expires, j.result,
-       j.repeat
+       j.repeat, j.priority
 FROM {schema}.leases l JOIN {schema}.jobs j ON j.seq = l.job
 WHERE l.queue = %(queue)s AND j.state = 'running' AND j.id > %(after)s
   AND (%(grp)s::text IS NULL OR j.grp = %(grp)s::text)
@@ -283,7 +284,7 @@ ORDER BY j.id LIMIT %(limit)s;
 
 -- name: jobs_page_group
 -- A page of one group's jobs, by the index of grouped jobs.
-SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
 FROM {schema}.jobs
 WHERE queue = %(queue)s AND grp = %(grp)s::text AND id > %(after)s
   AND (expires IS NULL OR expires > %(now)s)
@@ -363,9 +364,20 @@ SELECT current_database(), extract(epoch FROM pg_postmaster_start_time());
 -- When a claim that left places free should look again, in one round trip: the next lease to run out,
 -- the next job without a group due, the next ready group's head due, the next rate-limited group's room
 -- (SQLite's differs only in its ready flag, an integer).
+-- The next job without a group is read from the index the claim reads, a probe per priority present.
 SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
-       (SELECT at FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
-        ORDER BY at, seq LIMIT 1),
+       (WITH RECURSIVE present(p) AS (
+            SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                    ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT priority FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT at FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p
+                    ORDER BY at LIMIT 1))
+        FROM present),
        (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);

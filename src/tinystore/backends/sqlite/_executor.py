@@ -62,22 +62,18 @@ class SQLiteExecutor(Executor):
             raise Unreadable(seq, _shown(raw_id), attempt, self._unreadable(raw_id, exc)) from None
         return Claimed(seq, id, payload, grp, at, attempt, repeat)
 
-    def not_taken(self, queue: str, picked: list[tuple], heads: set[int]) -> None:
-        """A picked job the take did not find queued, that a due index still lists: ``StoreCorrupt``.
+    def not_taken(self, queue: str, picked: list[tuple]) -> None:
+        """A picked job the take did not find queued: ``StoreCorrupt``.
 
         The writer holds the write lock from the pick to the take, so a job read from a due index
-        (``tinystore_jobs_due``, ``tinystore_jobs_group_due``) is queued in the table unless the file
-        is damaged: the index lists a row the table no longer yields, and every claim would pick it
-        again, for ever. A group's head is read from its row in ``tinystore_groups``; one that is not
-        queued is only out of date (the claim reads the group's head again), unless the group's due
-        index still gives it.
+        (``tinystore_jobs_due_priority``, ``tinystore_jobs_group_due``) is queued in the table unless the
+        file is damaged: the index lists a row the table no longer yields, and every claim would pick
+        it again, for ever.
         """
-        hidden = [seq for at, seq, grp in picked
-                  if seq not in heads or self.one("head_of_group", (queue, grp)) == (at, seq)]
-        if hidden:
-            path = self.conn.execute("PRAGMA database_list").fetchone()[2]
-            raise damaged(path, f"the due jobs' index of queue {queue!r} lists jobs as waiting that its jobs "
-                                f"table does not hold as waiting (seq {', '.join(map(str, hidden))})", queue)
+        path = self.conn.execute("PRAGMA database_list").fetchone()[2]
+        seqs = ", ".join(str(pick[2]) for pick in picked)
+        raise damaged(path, f"the due jobs' index of queue {queue!r} lists jobs as waiting that its jobs "
+                            f"table does not hold as waiting (seq {seqs})", queue)
 
     def _unreadable(self, raw_id: object, exc: BaseException) -> str:
         what = "id" if not isinstance(raw_id, bytes) or not _decodes(raw_id) else "payload"
@@ -112,7 +108,7 @@ class SQLiteExecutor(Executor):
 
 
 def _row(seq: Optional[int], queue: str, job: NewJob) -> tuple:
-    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat)
+    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat, job.priority)
 
 
 def _shown(raw_id: object) -> str:

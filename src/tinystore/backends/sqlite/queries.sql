@@ -27,38 +27,41 @@ WHERE id = 1 AND floor < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE
 
 -- name: job_insert
 -- Add a job under a reserved seq, unless its id names one already (then nothing changes).
-INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat)
-VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)
+INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat, priority)
+VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: job_by_id
 -- A job by its id.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs WHERE queue = ? AND id = ?;
 
 -- name: job_by_seq
 -- A job by its seq.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs WHERE seq = ?;
 
 -- name: jobs_by_seqs
 -- Several jobs by their seqs (a JSON array).
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
 -- name: ahead_many
 -- For each of several waiting jobs of a queue (a JSON array of seqs), the due jobs that start
--- before it: one pass over the due jobs up to the last of them, (:at, :seq), for any number of jobs.
+-- before it: one pass over the due jobs up to the last of them in start order (of priority :priority
+-- at (:at, :seq)), for any number of jobs.
 SELECT seq, ahead FROM (
-    SELECT seq, row_number() OVER (ORDER BY at, seq) - 1 AS ahead FROM (
-        SELECT at, seq FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now AND (at, seq) <= (:at, :seq)
+    SELECT seq, row_number() OVER (ORDER BY priority DESC, at, seq) - 1 AS ahead FROM (
+        SELECT priority, at, seq FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now
+          AND (priority > :priority OR (priority = :priority AND (at, seq) <= (:at, :seq)))
         UNION ALL
-        SELECT at, seq FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now AND (at, seq) <= (:at, :seq)
+        SELECT priority, at, seq FROM tinystore_jobs
+        WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now
+          AND (priority > :priority OR (priority = :priority AND (at, seq) <= (:at, :seq)))
     )
 ) WHERE seq IN (SELECT value FROM json_each(:seqs));
 
@@ -197,7 +200,7 @@ WHERE minute >= ? GROUP BY queue;
 -- walking the queue's ids: as fast as the state asked for is common (_reads.page_of picks the
 -- statements below where an index holds only the jobs asked for).
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs
 WHERE queue = :queue AND id > :after
   AND (expires IS NULL OR expires > :now)
@@ -207,7 +210,7 @@ ORDER BY id LIMIT :limit;
 -- name: jobs_page_failed
 -- A page of a queue's failed jobs, by the index of failed jobs.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs INDEXED BY tinystore_jobs_failed
 WHERE queue = :queue AND state = 'failed' AND id > :after
   AND (:grp IS NULL OR grp = :grp)
@@ -217,7 +220,7 @@ ORDER BY id LIMIT :limit;
 -- name: jobs_page_running
 -- A page of a queue's running jobs, from their leases (as many as run, however many are kept).
 SELECT j.seq, j.queue, j.id, CAST(j.payload AS BLOB), j.grp, j.state, j.at, j.attempt, CAST(j.error AS BLOB),
-       CAST(j.progress AS BLOB), j.expires, CAST(j.result AS BLOB), j.repeat
+       CAST(j.progress AS BLOB), j.expires, CAST(j.result AS BLOB), j.repeat, j.priority
 FROM tinystore_leases l JOIN tinystore_jobs j ON j.seq = l.job
 WHERE l.queue = :queue AND j.state = 'running' AND j.id > :after
   AND (:grp IS NULL OR j.grp = :grp)
@@ -226,7 +229,7 @@ ORDER BY j.id LIMIT :limit;
 -- name: jobs_page_group
 -- A page of one group's jobs, by the index of grouped jobs.
 SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
-       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
 FROM tinystore_jobs INDEXED BY tinystore_jobs_group
 WHERE queue = :queue AND grp = :grp AND id > :after
   AND (expires IS NULL OR expires > :now)
@@ -273,9 +276,18 @@ SELECT coalesce(max(id), 0) FROM tinystore_notices;
 -- When a claim that left places free should look again: the next lease to run out, the next job
 -- without a group due, the next ready group's head due, the next rate-limited group's room
 -- (wake_at IS NOT NULL: read from the wake index, not from every group of the queue).
+-- The next job without a group is read from the index the claim reads (a probe per priority present),
+-- so that the two agree even where the other index by time is damaged.
 SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
-       (SELECT at FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
-        ORDER BY at, seq LIMIT 1),
+       (WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT min(at) FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority = present.p))
+        FROM present),
        (SELECT head_at FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM tinystore_groups WHERE queue = :queue AND wake_at IS NOT NULL);

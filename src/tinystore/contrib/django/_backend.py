@@ -12,7 +12,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.transaction import TransactionManagementError
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import DEFAULT_TASK_PRIORITY
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
@@ -40,8 +39,8 @@ class TaskBackend(BaseTaskBackend):
 
     Inside ``transaction.atomic`` on that database, a task commits with the
     block's rows or not at all; outside one it commits at once. ``run_after``
-    is the job's time. tinystore has no priorities: a task with any but the
-    default priority is refused. ``OPTIONS["queue_options"]`` gives each queue
+    is the job's time and ``priority`` its priority (the same range, -100 to
+    100: among a queue's due tasks the highest starts first). ``OPTIONS["queue_options"]`` gives each queue
     tinystore's options (``{"emails": {"attempts": 3, "timeout": "5m"}}``); a
     done task's result is kept 7 days (``dedupe``) unless they say otherwise.
     ``OPTIONS["schema"]`` is where tinystore's tables are on PostgreSQL.
@@ -50,7 +49,7 @@ class TaskBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]):
         super().__init__(alias, params)
@@ -89,10 +88,6 @@ class TaskBackend(BaseTaskBackend):
             raise ImproperlyConfigured(EVERY_QUEUE.format(alias=self.alias))
 
     def validate_task(self, task: Task) -> None:
-        if task.priority != DEFAULT_TASK_PRIORITY:
-            raise InvalidTask(f"task {task.module_path}: priority={task.priority} has no meaning for tinystore, "
-                              f"which has no priorities: a queue's due jobs start in the order of their time "
-                              f"(give urgent tasks a queue of their own)")
         super().validate_task(task)
         if not QUEUE_NAME.fullmatch(task.queue_name):
             raise InvalidTask(f"task {task.module_path}: queue_name={task.queue_name!r} is not a tinystore queue "
@@ -111,7 +106,7 @@ class TaskBackend(BaseTaskBackend):
             raise TypeError(f"task {task.module_path}: its arguments must be JSON ({exc}) (queue {queue.name!r})"
                             ) from None
         connection = self._atomic_connection()
-        job = queue.add(payload, at=run_after, conn=connection)
+        job = queue.add(payload, at=run_after, priority=int(task.priority), conn=connection)
         result = task_result(self, task, job)
         if connection is not None:
             _intransaction.hold(self, result)

@@ -238,14 +238,23 @@ function showQueues() {
 
 function jobRows(data) {
   if (!data.jobs.length) return el("p", {}, "No job matches.");
-  const head = el("tr", {}, ["id", "state", "group", "due", "attempt", "error"].map((h) => el("th", {}, h)));
+  // The page's jobs in id order; the priority heading sorts them in start order (priority, then due).
+  const byStart = el("button", { type: "button", class: "sort", title: "sort in start order" }, "priority");
+  const head = el("tr", {}, el("th", {}, "id"), el("th", {}, "state"), el("th", {}, byStart),
+    ...["group", "due", "attempt", "error"].map((h) => el("th", {}, h)));
   const rows = data.jobs.map((j) => el("tr", { "data-id": j.id },
     el("td", { class: "id" }, link("job", { queue: data.queue, id: j.id }, j.id)),
     el("td", { class: "state s-" + j.state, "data-label": "state" }, j.state),
+    el("td", { "data-label": "priority" }, String(j.priority)),
     el("td", { "data-label": "group" }, j.group ?? "—"), el("td", { "data-label": "due" }, when(j.at)),
     el("td", { "data-label": "attempt" }, `${j.attempt}/${j.attempts}`),
     j.error ? el("td", { class: "err", "data-label": "error" }, j.error) : el("td", {})));
-  return el("div", { class: "table" }, el("table", {}, el("thead", {}, head), el("tbody", {}, rows)));
+  const body = el("tbody", {}, rows);
+  byStart.addEventListener("click", () => {
+    const order = data.jobs.map((j, n) => [j, rows[n]]).sort(([a], [b]) => b.priority - a.priority || (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+    body.replaceChildren(...order.map(([, row]) => row));
+  });
+  return el("div", { class: "table" }, el("table", {}, el("thead", {}, head), body));
 }
 
 async function showJobs(params) {
@@ -287,6 +296,7 @@ function drawJob(job) {
     ["state", el("span", { class: "state s-" + job.state, id: "job-state" }, job.state)],
     ["queue", link("jobs", { queue: job.queue }, job.queue)], ["attempt", `${job.attempt} of ${job.attempts}`],
     [job.state === "scheduled" || job.state === "waiting" ? "due" : "was due", when(job.at)], ["group", job.group ?? "—"],
+    ["priority", job.priority],
   ];
   if (job.ahead !== null) facts.push(["ahead", job.ahead]);
   if (job.repeat) facts.push(["repeats", job.repeat]);

@@ -1,5 +1,6 @@
 """The shop's tasks: a receipt that writes its order's row, a payment that fails, an async one that
-takes its context, tasks that exit or interrupt, and a report for the second backend."""
+takes its context, tasks that exit or interrupt, a report for the second backend, and one that writes a
+row as it runs, in a queue that runs one task at a time."""
 
 import sys
 
@@ -43,3 +44,8 @@ def interrupts() -> None:
 @task(queue_name="reports")
 def report(week: int) -> str:
     return f"report of week {week}"
+
+
+@task(queue_name="ranked")
+def note(label: str) -> None:
+    Order.objects.create(total=0, receipt=label)  # ids in the order the tasks ran

@@ -28,8 +28,9 @@ USE_TZ = os.environ.get("SHOP_USE_TZ", "1") == "1"
 TASKS = {
     "default": {
         "BACKEND": "tinystore.contrib.django.TaskBackend",
-        "QUEUES": [] if os.environ.get("SHOP_EVERY_QUEUE") else ["default", "payments", "reports"],
-        "OPTIONS": {"database": "default", "queue_options": {"payments": {"attempts": 1}}},
+        "QUEUES": [] if os.environ.get("SHOP_EVERY_QUEUE") else ["default", "payments", "reports", "ranked"],
+        "OPTIONS": {"database": "default",
+                    "queue_options": {"payments": {"attempts": 1}, "ranked": {"concurrency": 1}}},
     },
     "archive": {  # a second backend, in the same database: reports enqueued with .using(backend="archive")
         "BACKEND": "tinystore.contrib.django.TaskBackend",

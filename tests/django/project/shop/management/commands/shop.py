@@ -1,4 +1,4 @@
-"""``manage.py shop enqueue | results ID... | orders``: what the tests do with the shop, printed as JSON."""
+"""``manage.py shop enqueue | ranked | results ID... | orders``: what the tests do with the shop, printed as JSON."""
 
 import json
 from datetime import timedelta
@@ -10,7 +10,7 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils import timezone
 
 from shop.models import Order
-from shop.tasks import charge, send_receipt, which_attempt
+from shop.tasks import charge, note, send_receipt, which_attempt
 
 
 class RolledBack(Exception):
@@ -19,7 +19,7 @@ class RolledBack(Exception):
 
 class Command(BaseCommand):
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["enqueue", "results", "orders"])
+        parser.add_argument("action", choices=["enqueue", "ranked", "results", "orders"])
         parser.add_argument("ids", nargs="*")
 
     def handle(self, action, ids, **options):
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         attempt = which_attempt.enqueue()
         later = send_receipt.using(run_after=timezone.now() + timedelta(days=1)).enqueue(1)
         refused = {}
-        for name, make in {"priority": lambda: send_receipt.using(priority=5),
+        for name, make in {"priority": lambda: send_receipt.using(priority=101),
                            "queue": lambda: send_receipt.using(queue_name="elsewhere"),
                            "arguments": lambda: send_receipt.enqueue(object())}.items():
             try:
@@ -49,6 +49,11 @@ class Command(BaseCommand):
                 refused[name] = f"{type(exc).__name__}: {exc}"
         return {"committed": committed.id, "status": committed.status, "rolled_back": rolled_back.id,
                 "declined": declined.id, "attempt": attempt.id, "later": later.id, "refused": refused}
+
+    def ranked(self, ids):
+        """Tasks of several priorities, enqueued before any worker runs: "ranked" runs one at a time."""
+        labels = [("low", -10), ("plain-1", 0), ("urgent", 100), ("plain-2", 0), ("high", 10), ("lowest", -100)]
+        return [note.using(priority=priority).enqueue(label).id for label, priority in labels]
 
     def results(self, ids):
         return {id: self.result(id) for id in ids}
