@@ -446,7 +446,7 @@ class PostgresBackend(PostgresReads, Backend):
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             self._writer.lock(conn, queue)
             t = now() if callable(now) else now
-            return work.claim_due(PgExecutor(conn), queue, opts, owner, want, t, stale)
+            return work.claim_due(PgExecutor(conn, serial=True), queue, opts, owner, want, t, stale)
 
         def settled(first: Future) -> None:
             try:

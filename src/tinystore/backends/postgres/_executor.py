@@ -20,11 +20,12 @@ from ._connection import PgConn
 
 
 class PgExecutor(Executor):
-    """``conn`` in a transaction; its statements are its schema's (``conn.q``)."""
+    """``conn`` in a transaction; its statements are its schema's (``conn.q``). ``serial``: the transaction
+    holds the queue's lock, so its picks skip no row (``_sql.PICKS``)."""
 
-    def __init__(self, conn: PgConn):
+    def __init__(self, conn: PgConn, serial: bool = False):
         self.conn = conn
-        self.q = conn.q.statements
+        self.q = {**conn.q.statements, **conn.q.serial_picks} if serial else conn.q.statements
 
     def one(self, name: str, params: Any = ()) -> Optional[tuple]:
         return self.conn.execute(self.q[name], params).fetchone()

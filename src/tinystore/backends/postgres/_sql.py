@@ -28,6 +28,9 @@ _MIGRATIONS: list[tuple[int, str]] = sorted(
 
 # A claim's picks lock the due rows they read and pass over the rows another claim holds (as River and
 # pgqueuer take jobs): claims of a queue from many processes never wait for each other (see _writer).
+# A limited queue's claims run one at a time under its lock, and pick without skipping: a row that
+# something else holds for a moment (a watcher's FOR SHARE) must not let a later job start before it
+# (JOB-01 within a group, and with concurrency=1).
 PICKS = {"due_ungrouped", "due_in_group"}
 SKIP_LOCKED = "\nFOR UPDATE SKIP LOCKED"
 
@@ -57,6 +60,7 @@ class Schema:
         self.channel = f"tinystore_{self.queue_key:08x}_{name}"[:63]
         self.statements = Statements({query: self.named(sql) + (SKIP_LOCKED if query in PICKS else "")
                                       for query, sql in _QUERIES.items()})
+        self.serial_picks = {query: self.named(_QUERIES[query]) for query in PICKS}  # under the queue's lock
         self.reads = Statements({query: self.named(sql) for query, sql in _READS.items()})  # (_reads)
         self.__dict__.update(self.statements)
 
