@@ -1,10 +1,12 @@
 """Claiming due jobs in one write transaction: limits checked, attempts counted, leases taken.
 
 The count of live leases and of starts in the rate windows is read in the
-same transaction that takes new leases, and no other claim of the queue
-runs beside it (SQLite: the file's one writer; PostgreSQL: the queue's
-advisory lock, held from before the counts are read until the leases
-commit), so two processes never both take the last place (LIM-01..03). The
+same transaction that takes new leases, and no other claim of a queue with
+limits runs beside it (SQLite: the file's one writer; PostgreSQL: the
+queue's advisory lock, held from before the counts are read until the
+leases commit), so two processes never both take the last place
+(LIM-01..03). On PostgreSQL the claims of a queue without limits run side
+by side, each skipping the rows another holds (see ``postgres/_sql``). The
 limits are the ones kept in the store, read in that transaction too: a
 change made by any process binds the next claim.
 
