@@ -120,6 +120,36 @@ def test_PRI_04_within_a_group_due_jobs_start_by_priority_and_the_limits_still_b
     assert sorted(order) == sorted(chat7 + ["c8:0"]) and max(running) == 1
 
 
+def test_PRI_08_across_groups_and_jobs_without_one_the_highest_priority_due_job_starts_first(store, clock):
+    # Each group's first job is older than the higher-priority jobs of other groups: by time alone the
+    # groups would start in the order of their heads.
+    q = store.queue("chats", concurrency=1, group_concurrency=1)
+    q.add("a:old", group="a", at=T - 300)
+    q.add("b:old", group="b", at=T - 200, priority=-3)
+    q.add("a:urgent", group="a", at=T - 10, priority=20)
+    q.add("c:high", group="c", at=T - 5, priority=7)
+    q.add("plain", at=T - 100, priority=7)
+    q.add("b:high", group="b", at=T - 1, priority=50)
+    order = witnessed(q)
+    run_until_idle(store)
+    assert order == ["b:high", "a:urgent", "plain", "c:high", "a:old", "b:old"]
+
+
+def test_PRI_09_a_group_s_higher_priority_job_scheduled_for_later_neither_starts_early_nor_holds_back_its_due_ones(
+        store, clock):
+    q = store.queue("chats", group_concurrency=1)
+    q.add("later", group="g", at=T + 60, priority=90)
+    q.add("due-low", group="g", at=T - 20, priority=-1)
+    q.add("due-high", group="g", at=T - 10, priority=5)
+    q.add("other", group="h", at=T - 5, priority=1)
+    order = witnessed(q)
+    run_until_idle(store)
+    assert order == ["due-high", "other", "due-low"]
+    clock.advance(61)
+    run_until_idle(store)
+    assert order[3:] == ["later"]
+
+
 def test_PRI_05_ahead_counts_every_due_job_of_a_higher_priority_and_the_earlier_ones_of_its_own(store, clock):
     q = store.queue("line", concurrency=1)
     q.add("a", id="a", at=T - 10)

@@ -24,7 +24,7 @@ import itertools
 import logging
 import math
 from collections import Counter
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ..._events import fields
 from ..._options import QueueOptions
@@ -102,19 +102,20 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
     """The first ``want`` due jobs the limits allow, as (priority, at, seq, grp) in start order (JOB-01),
     merging jobs without a group and ready groups; and the groups with room that were read.
 
-    Only groups marked ready are read, in the order of their first due job (their head), so the
-    jobs waiting behind a full group are never scanned; each reads its due jobs by priority.
+    Only groups marked ready are read, highest priority first (a group's is its queued jobs' highest),
+    then in the order of their first due job (their head), so the jobs waiting behind a full group are
+    never scanned; each reads its due jobs by priority.
     """
     streams: list[Iterable[tuple]] = [_due_ungrouped(ex, queue, want, now)]
     read: list[str] = []
-    for grp, running, _, _ in ex.all("groups_ready", (queue, now, want)):
+    for grp, running, top in _ready_groups(ex, queue, want, now):
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
         window, slides = groups.window_room(ex, queue, grp, opts, now)
         if room <= 0 or window <= 0:  # full under the limits kept now, or its window is used up: set aside
             groups.set_aside(ex, queue, grp, opts, slides if window <= 0 else None)
             continue
         read.append(grp)
-        streams.append(ex.all("due_in_group", (queue, grp, now, min(room, window, want))))
+        streams.append(_due_in_group(ex, queue, grp, top, min(room, window, want), now))
     return list(itertools.islice(heapq.merge(*streams, key=start_order), want)), read
 
 
@@ -123,19 +124,46 @@ def start_order(row: tuple) -> tuple:
     return (-row[0], row[1], row[2])
 
 
-def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
-    """The first ``want`` due jobs without a group, in start order: priority by priority, highest first,
-    among the priorities their queued jobs have; each priority's due jobs come first in its index, so the
-    jobs scheduled for later are never read."""
-    due: list[tuple] = []
-    above = max(PRIORITIES) + 1
-    while len(due) < want:
-        (priority,) = ex.one("priority_below", {"queue": queue, "above": above})
-        if priority is None:
+def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int], list[tuple]],
+                 top: Optional[int], want: int) -> list[tuple]:
+    """Up to ``want`` rows read priority by priority, highest first: ``read(priority, n)`` gives a priority's
+    first n, ``probe(above)`` the next priority down where rows are (None where none). Starting at ``top``
+    (where it is known) saves the first probe."""
+    rows: list[tuple] = []
+    priority = top if top is not None else probe(max(PRIORITIES) + 1)
+    while priority is not None:
+        rows += read(priority, want - len(rows))
+        if len(rows) >= want:
             break
-        due += ex.all("due_ungrouped", {"queue": queue, "priority": priority, "now": now, "want": want - len(due)})
-        above = priority
-    return due
+        priority = probe(priority)
+    return rows
+
+
+def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+    """The first ``want`` due jobs without a group, in start order: each priority's due jobs come first in
+    its index, so the jobs scheduled for later are never read."""
+    return _by_priority(
+        lambda above: ex.one("priority_below", {"queue": queue, "above": above})[0],
+        lambda priority, n: ex.all("due_ungrouped", {"queue": queue, "priority": priority, "now": now, "want": n}),
+        None, want)
+
+
+def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+    """Up to ``want`` groups with room and a due head, as (grp, running, priority): the highest priority
+    first, then by their head; the groups whose head is scheduled for later are never read."""
+    return _by_priority(
+        lambda above: ex.one("groups_priority_below", {"queue": queue, "above": above})[0],
+        lambda top, n: ex.all("groups_ready", {"queue": queue, "top": top, "now": now, "want": n}),
+        None, want)
+
+
+def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: float) -> list[tuple]:
+    """A group's first ``want`` due jobs in start order, from its top priority down."""
+    return _by_priority(
+        lambda above: ex.one("group_priority_below", {"queue": queue, "grp": grp, "above": above})[0],
+        lambda priority, n: ex.all("due_in_group", {"queue": queue, "grp": grp, "priority": priority,
+                                                    "now": now, "want": n}),
+        top, want)
 
 
 def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,

@@ -13,8 +13,8 @@ def add(ex: Executor, queue: str, jobs: list[NewJob], now: float) -> list[Added]
     added = []
     for job, (seq, written) in zip(jobs, ex.insert_jobs(queue, jobs)):
         added.append(Added(_new_row(seq, queue, job), True) if written else _add_taken(ex, queue, job, seq, now))
-    grouped = [{"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq} for a in added
-               if a.added and a.row.grp is not None]
+    grouped = [{"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq, "priority": a.row.priority}
+               for a in added if a.added and a.row.grp is not None]
     if grouped:
         ex.lock_groups(queue, [g["grp"] for g in grouped])
         ex.each("group_add", grouped)

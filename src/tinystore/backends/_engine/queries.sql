@@ -50,11 +50,17 @@ WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority = :priori
 ORDER BY at, seq LIMIT :want;
 
 -- name: due_in_group
--- The first due jobs of one group, in start order (its due jobs are read from the group's index by
--- time, and ordered by priority).
+-- The first due jobs of one group of one priority, in start order, from the group's index by priority:
+-- the group's jobs of that priority scheduled for later come after them, and are not read.
 SELECT priority, at, seq, grp FROM tinystore_jobs
-WHERE queue = ? AND grp = ? AND state = 'queued' AND at <= ?
-ORDER BY priority DESC, at, seq LIMIT ?;
+WHERE queue = :queue AND grp = :grp AND state = 'queued' AND priority = :priority AND at <= :now
+ORDER BY at, seq LIMIT :want;
+
+-- name: group_priority_below
+-- The highest priority below :above among a group's queued jobs, due or not (NULL where none).
+SELECT (SELECT priority FROM tinystore_jobs
+        WHERE queue = :queue AND grp = :grp AND state = 'queued' AND priority < :above
+        ORDER BY priority DESC LIMIT 1);
 
 -- name: head_of_group
 -- The first queued job of a group, due or not.
@@ -131,19 +137,31 @@ INSERT INTO tinystore_steps (job, name, attempt, answer) VALUES (?, ?, ?, ?);
 SELECT name, attempt, answer FROM tinystore_steps WHERE job = ? ORDER BY name;
 
 -- name: group_add
--- A job joins its group: the group's head is its first queued job.
-INSERT INTO tinystore_groups AS g (queue, grp, head_at, head_seq) VALUES (:queue, :grp, :at, :seq)
-ON CONFLICT (queue, grp) DO UPDATE SET head_at = excluded.head_at, head_seq = excluded.head_seq
-WHERE g.head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (g.head_at, g.head_seq);
+-- A job joins its group: the group's head is its first queued job, its priority the highest of them
+-- (the new job's alone where nothing else is queued).
+INSERT INTO tinystore_groups AS g (queue, grp, head_at, head_seq, top_priority)
+VALUES (:queue, :grp, :at, :seq, :priority)
+ON CONFLICT (queue, grp) DO UPDATE SET
+    head_at = CASE WHEN g.head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (g.head_at, g.head_seq)
+                   THEN excluded.head_at ELSE g.head_at END,
+    head_seq = CASE WHEN g.head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (g.head_at, g.head_seq)
+                    THEN excluded.head_seq ELSE g.head_seq END,
+    top_priority = CASE WHEN g.head_at IS NULL OR excluded.top_priority > g.top_priority
+                        THEN excluded.top_priority ELSE g.top_priority END
+WHERE g.head_at IS NULL OR (excluded.head_at, excluded.head_seq) < (g.head_at, g.head_seq)
+   OR excluded.top_priority > g.top_priority;
 
 -- name: group_get
 -- One group.
 SELECT running, head_at, head_seq, ready, wake_at FROM tinystore_groups WHERE queue = ? AND grp = ?;
 
 -- name: group_set
--- A group's counts and head after a claim or a settlement.
+-- A group's counts and head after a claim or a settlement; its priority read again from its jobs.
 UPDATE tinystore_groups SET running = :running, head_at = :head_at, head_seq = :head_seq,
-    ready = :ready, wake_at = :wake_at
+    ready = :ready, wake_at = :wake_at,
+    top_priority = coalesce((SELECT priority FROM tinystore_jobs
+                             WHERE queue = :queue AND grp = :grp AND state = 'queued'
+                             ORDER BY priority DESC LIMIT 1), 0)
 WHERE queue = :queue AND grp = :grp;
 
 -- name: group_drop

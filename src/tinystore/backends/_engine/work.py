@@ -88,7 +88,7 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
     ex.run("job_retry_failed", (now, row[0]))
     if row[4] is not None:
         ex.lock_groups(queue, [row[4]])
-        ex.run("group_add", {"queue": queue, "grp": row[4], "at": now, "seq": row[0]})
+        ex.run("group_add", {"queue": queue, "grp": row[4], "at": now, "seq": row[0], "priority": row[13]})
     return True
 
 

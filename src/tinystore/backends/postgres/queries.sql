@@ -126,15 +126,23 @@ SELECT 1 FROM {schema}.leases WHERE job = %s AND attempt = %s FOR SHARE;
 -- ends it meanwhile; no row when the attempt no longer holds it.
 SELECT 1 FROM {schema}.leases WHERE job = %s AND attempt = %s FOR UPDATE;
 
+-- name: groups_priority_below
+-- The highest group priority (top_priority: its queued jobs' highest) below :above among the groups with
+-- room and a head, due or not (NULL where none): one probe of their index by priority (ready is a
+-- boolean here).
+SELECT (SELECT top_priority FROM {schema}.groups
+        WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority < %(above)s
+        ORDER BY top_priority DESC LIMIT 1);
+
 -- name: groups_ready
--- Groups with room whose first job is due, in start order, with that job.
-SELECT grp, running, head_at, head_seq FROM {schema}.groups
-WHERE queue = %s AND ready AND head_at IS NOT NULL AND head_at <= %s
-ORDER BY head_at, head_seq LIMIT %s;
+-- Groups of one priority with room whose first job is due, in the order of that job.
+SELECT grp, running, top_priority FROM {schema}.groups
+WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority = %(top)s AND head_at <= %(now)s
+ORDER BY head_at, head_seq LIMIT %(want)s;
 
 -- name: groups_update
 -- One group a claim or a settlement touched (run for each, in one pipeline): running count changed by
--- :change, head (first queued job) and room read again. Found by its whole key: SQLite's one statement
+-- :change, head (first queued job), priority and room read again. Found by its whole key: SQLite's one statement
 -- over a JSON array (MATERIALIZED) has no safe counterpart here, as a join with an array read every
 -- group of the queue wherever the planner had no statistics yet.
 UPDATE {schema}.groups AS g
@@ -142,6 +150,9 @@ SET running = greatest(0, g.running + %(change)s),
     (head_at, head_seq) = (SELECT j.at, j.seq FROM {schema}.jobs j
                            WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
                            ORDER BY j.at, j.seq LIMIT 1),
+    top_priority = coalesce((SELECT j.priority FROM {schema}.jobs j
+                             WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
+                             ORDER BY j.priority DESC LIMIT 1), 0),
     ready = (greatest(0, g.running + %(change)s) < %(limit)s AND g.wake_at IS NULL)
 WHERE g.queue = %(queue)s AND g.grp = %(grp)s;
 

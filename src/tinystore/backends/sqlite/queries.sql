@@ -100,21 +100,32 @@ DELETE FROM tinystore_steps WHERE job IN (SELECT value FROM json_each(?));
 -- file's write lock, so nothing ends the lease before this transaction commits (PostgreSQL locks the row).
 SELECT 1 FROM tinystore_leases WHERE job = ? AND attempt = ?;
 
+-- name: groups_priority_below
+-- The highest group priority (top_priority: its queued jobs' highest) below :above among the groups with
+-- room and a head, due or not (NULL where none): one probe of their index by priority. Here ready is
+-- compared with 1, as its partial index is.
+SELECT (SELECT top_priority FROM tinystore_groups
+        WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL AND top_priority < :above
+        ORDER BY top_priority DESC LIMIT 1);
+
 -- name: groups_ready
--- Groups with room whose first job is due, in start order, with that job.
-SELECT grp, running, head_at, head_seq FROM tinystore_groups
-WHERE queue = ? AND ready = 1 AND head_at IS NOT NULL AND head_at <= ?
-ORDER BY head_at, head_seq LIMIT ?;
+-- Groups of one priority with room whose first job is due, in the order of that job.
+SELECT grp, running, top_priority FROM tinystore_groups
+WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL AND top_priority = :top AND head_at <= :now
+ORDER BY head_at, head_seq LIMIT :want;
 
 -- name: groups_update
 -- Groups a claim or a settlement touched (a JSON array of [grp, change in running]): running count,
--- head (first queued job) and room read again; materialized, so each group is found by its key.
+-- head (first queued job), priority and room read again; materialized, so each group is found by its key.
 WITH c AS MATERIALIZED (SELECT value ->> 0 AS grp, value ->> 1 AS change FROM json_each(:changes))
 UPDATE tinystore_groups AS g
 SET running = max(0, g.running + c.change),
     (head_at, head_seq) = (SELECT at, seq FROM tinystore_jobs
                            WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
                            ORDER BY at, seq LIMIT 1),
+    top_priority = coalesce((SELECT priority FROM tinystore_jobs
+                             WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
+                             ORDER BY priority DESC LIMIT 1), 0),
     ready = (max(0, g.running + c.change) < :limit AND g.wake_at IS NULL)
 FROM c
 WHERE g.queue = :queue AND g.grp = c.grp;
