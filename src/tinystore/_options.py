@@ -13,7 +13,11 @@ from ._errors import InvalidArgument
 
 @dataclass(frozen=True)
 class QueueOptions:
-    """Every option of a queue, in seconds and counts. ``None`` means no limit."""
+    """Every option of a queue, in seconds and counts. ``None`` means no limit.
+
+    ``paused`` is kept with them so that every claim reads it with the limits, in its own
+    transaction; only ``Queue.pause`` and ``Queue.resume`` change it, never ``store.queue``.
+    """
 
     concurrency: Optional[int] = None
     rate: Optional[tuple[int, float]] = None
@@ -25,6 +29,7 @@ class QueueOptions:
     lease: float = 30.0
     dedupe: float = 0.0
     keep: float = 7 * 86400.0
+    paused: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

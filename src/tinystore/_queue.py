@@ -223,6 +223,37 @@ class Queue:
         self._ctx.check_open()
         return self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now()).result()
 
+    # Pausing
+
+    def pause(self) -> None:
+        """Stop every process from starting the queue's jobs; returns once the pause is kept.
+
+        Every claim reads the pause in its own transaction, so no claim that
+        begins after this returns starts a job of the queue, in any process;
+        the commit's notice wakes every worker of the queue. Its running jobs go
+        on, renew and settle; adds, cancels and retries are accepted; due jobs
+        and repeating jobs wait (a repeating job runs once on ``resume`` for the
+        times it missed). Declaring the queue again (``store.queue`` with
+        options) keeps the pause: only ``resume`` ends it.
+        """
+        self._set_paused(True)
+
+    def resume(self) -> None:
+        """End a pause: the queue's due jobs start again in every process, in start order (JOB-01)."""
+        self._set_paused(False)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the queue is paused, as the store keeps it now (another process may have changed it)."""
+        self._ctx.check_open()
+        kept = self._ctx.backend.load_options(self.name)
+        return kept is not None and kept.paused
+
+    def _set_paused(self, paused: bool) -> None:
+        self._ctx.check_open()
+        if not self._ctx.backend.set_paused(self.name, paused).result():
+            raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
+
     # Watching
 
     def watch(self, id: str) -> Iterator[JobState]:

@@ -122,7 +122,8 @@ class Store:
         - ``keep="7d"``: how long a failed job is kept with its error (JOB-11).
 
         Durations are ``"500ms"``, ``"30s"``, ``"10m"``, ``"1h30m"``, ``"7d"``, seconds or a
-        ``timedelta``. A bad option is ``InvalidArgument``, and nothing is kept.
+        ``timedelta``. A bad option is ``InvalidArgument``, and nothing is kept. A paused queue stays
+        paused whatever options are given: only ``Queue.resume`` ends a pause.
         """
         given = {k: v for k, v in (("concurrency", concurrency), ("rate", rate),
                                    ("group_concurrency", group_concurrency), ("group_rate", group_rate),
@@ -201,15 +202,18 @@ class Store:
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per queue: jobs per state, how many of its jobs repeat (``repeating``: a schedule's queue has
-        one), the age in seconds of the oldest due job, and the last minute's runs, done and failed jobs."""
+        one), the age in seconds of the oldest due job, the last minute's runs, done and failed jobs, and
+        whether it is ``paused``."""
         self._ctx.check_open()
         now = self.clock.now()
         stats = self._backend.stats(now)
         def empty() -> dict[str, Any]:
             return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "repeating": 0,
                     "oldest_due_age": None, "started_last_minute": 0, "done_last_minute": 0,
-                    "failed_last_minute": 0}
+                    "failed_last_minute": 0, "paused": False}
         out = {name: empty() for name in stats.queues}
+        for name in stats.paused:
+            out[name]["paused"] = True
         for c in stats.counts:
             entry = out.setdefault(c.queue, empty())
             entry[c.state] = c.count

@@ -86,6 +86,15 @@ def test_a_queue_nothing_happened_to_shows_zero_counts_and_the_stores_gauges(sto
     assert got[("tinystore_jobs_running", "idle")] == 0
 
 
+def test_a_paused_queue_shows_1_in_its_paused_gauge_and_the_others_0(store: tinystore.Store) -> None:
+    store.queue("held").pause()
+    store.queue("open")
+    text = tinystore.metrics.prometheus_text(store)
+    got = samples(text)
+    assert types(text)["tinystore_queue_paused"] == "gauge"
+    assert (got[("tinystore_queue_paused", "held")], got[("tinystore_queue_paused", "open")]) == (1, 0)
+
+
 def test_label_values_are_escaped_so_that_a_parser_reads_them_back(store: tinystore.Store) -> None:
     metrics = tinystore.metrics.enable(store)
     odd = 'a "quoted" back\\slash\nand a new line'  # no queue is named so; a label value may be anything

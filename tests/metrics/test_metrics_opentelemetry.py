@@ -53,3 +53,4 @@ def test_counters_histograms_and_gauges_reach_an_opentelemetry_reader(store: tin
     assert got[("tinystore.claim.delay", "mail")].count == 2
     assert got[("tinystore.jobs.waiting", "mail")].value == 0  # the third is scheduled, not due
     assert got[("tinystore.jobs.running", "mail")].value == 0
+    assert got[("tinystore.queue.paused", "mail")].value == 0

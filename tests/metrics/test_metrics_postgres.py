@@ -41,6 +41,7 @@ def test_counts_and_gauges_of_a_postgresql_store(pg_store: tinystore.Store) -> N
     q.add({"boom": False}, id="later")  # its id is taken: adds nothing
     q.add({"boom": True})
     pg_store.run_until_idle()
+    pg_store.queue("pg-held").pause()
 
     got = samples(tinystore.metrics.prometheus_text(pg_store))
     assert {name: got[(f"tinystore_jobs_{name}_total", "pg-q")]
@@ -48,4 +49,5 @@ def test_counts_and_gauges_of_a_postgresql_store(pg_store: tinystore.Store) -> N
         "added": 1, "started": 4, "done": 2, "failed": 0, "retried": 2}
     assert got[("tinystore_run_seconds_count", "pg-q")] == 4
     assert (got[("tinystore_jobs_waiting", "pg-q")], got[("tinystore_jobs_running", "pg-q")]) == (0, 0)
+    assert (got[("tinystore_queue_paused", "pg-q")], got[("tinystore_queue_paused", "pg-held")]) == (0, 1)
     assert pg_store.stats()["pg-q"]["scheduled"] == 4  # two retries, two jobs next hour

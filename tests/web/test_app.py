@@ -311,3 +311,22 @@ def test_a_jobs_priority_is_shown_in_its_queues_page_and_on_its_own(client: http
     page = client.get("/api/jobs", params={"queue": "ranked"}).json()["jobs"]
     assert [(j["id"], j["priority"]) for j in page] == [("plain", 0), ("urgent", 20)]
     assert client.get("/api/job", params={"queue": "ranked", "id": "urgent"}).json()["priority"] == 20
+
+
+def test_pause_and_resume_need_the_token_and_the_queues_page_shows_the_pause(client: httpx.Client,
+                                                                            store: tinystore.Store) -> None:
+    work = store.queue("work")
+    for headers in ({}, {"X-Tinystore-Token": "guess"}):
+        assert client.post("/api/pause", json={"queue": "work"}, headers=headers).status_code == 403
+    assert work.paused is False
+    assert client.post("/api/pause", json={"queue": "work"}, headers=AUTH).json() == {
+        "done": True, "message": "work is paused: no worker starts its jobs until it is resumed"}
+    assert work.paused is True
+    shown = {q["name"]: q["paused"] for q in client.get("/api/overview").json()["queues"]}
+    assert shown == {"work": True, "empty": False}
+    assert client.post("/api/resume", json={"queue": "work"}, headers=AUTH).json()["done"] is True
+    assert work.paused is False
+    assert client.get("/api/pause").status_code == 405
+    unknown = client.post("/api/pause", json={"queue": "nope"}, headers=AUTH)
+    assert unknown.status_code == 404 and "'nope'" in unknown.json()["error"]
+    assert "nope" not in store.queues()

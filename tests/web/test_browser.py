@@ -177,6 +177,23 @@ def test_retry_from_the_page_runs_the_job_and_the_page_follows_it(browser: Any, 
     assert '"sent_to": "ann@example.org"' in text_of(browser, "#result")
 
 
+def test_pause_and_resume_from_the_queues_page_ask_first_and_the_card_shows_the_pause(browser: Any,
+                                                                                     site: Site) -> None:
+    digest = site.store.queue("digest")
+    open_page(browser, site, "#/")
+    card = 'section[data-queue="digest"]'
+    wait(browser).until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"{card} button.pause"))).click()
+    wait(browser).until(EC.alert_is_present()).accept()  # it asks first
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "digest is paused"))
+    wait(browser).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, f"{card} h3"), "paused"))
+    assert digest.paused is True
+    wait(browser).until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"{card} button.resume"))).click()
+    wait(browser).until(EC.alert_is_present()).accept()
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "digest is resumed"))
+    wait(browser).until(lambda b: not b.find_elements(By.CSS_SELECTOR, f"{card} .badge-paused"))
+    assert digest.paused is False
+
+
 def test_the_job_page_changes_without_a_reload_when_the_job_finishes(browser: Any, site: Site) -> None:
     gated = site.mail.add({"to": "carol", "gated": True}).id
     wait(browser).until(lambda b: site.mail.get(gated).state == "running")

@@ -180,6 +180,7 @@ class Stats:
     queues: list[str]
     counts: list[QueueCount]
     recent: list[Recent]
+    paused: frozenset[str] = frozenset()  # the queues paused
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,12 @@ class Backend(Reads, ABC):
     @abstractmethod
     def save_options(self, queue: str, options: QueueOptions) -> Future:
         """Keep ``options`` for ``queue``, for every process; resolves to None."""
+
+    @abstractmethod
+    def set_paused(self, queue: str, paused: bool) -> Future:
+        """Pause (or resume) ``queue`` for every process: from its commit on, no claim of the queue takes a
+        job, while settlements, expiries and renewals go on; the commit's notice wakes the queue's runners
+        everywhere. Resolves to False where the store keeps no queue of that name (nothing written)."""
 
     @abstractmethod
     def queue_names(self) -> list[str]:

@@ -1,15 +1,18 @@
 """The ``tinystore`` command: one module per subcommand.
 
 - ``worker``    serve a store's queues: ``tinystore worker app.jobs:store``
-- ``status``    queues by state, the oldest due job's age, the last minute's runs
+- ``status``    queues by state, the oldest due job's age, the last minute's runs, which are paused
 - ``jobs``      a page of a queue's jobs
 - ``show``      one job: payload, attempts, error and traceback, steps, lease holder
 - ``retry``     run a failed job again
 - ``cancel``    take a job away
+- ``pause``     stop every process from starting the jobs of queues (every queue when none is named)
+- ``resume``    let every process start them again
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
 - ``check``     read every page of a SQLite store file and say whether it is damaged
-- ``dashboard`` serve a web page of the store's queues and jobs, with retry and cancel behind a token
+- ``dashboard`` serve a web page of the store's queues and jobs, with retry, cancel, pause and resume
+  behind a token
 - ``_common``   opening a store (read-only for the commands that only read), output for people or
   ``--json``, progress
 
@@ -39,10 +42,10 @@ from typing import Optional, Sequence
 import tinystore
 from tinystore import backends
 
-from . import add, cancel, check, dashboard, jobs, maintain, retry, show, status, worker
+from . import add, cancel, check, dashboard, jobs, maintain, pause, resume, retry, show, status, worker
 from ._common import CommandError
 
-COMMANDS = (worker, status, jobs, show, retry, cancel, add, maintain, check, dashboard)
+COMMANDS = (worker, status, jobs, show, retry, cancel, pause, resume, add, maintain, check, dashboard)
 
 
 class _Parser(argparse.ArgumentParser):

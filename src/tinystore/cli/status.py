@@ -1,4 +1,5 @@
-"""Show each queue's jobs by state, the age of its oldest due job, and its runs in the last minute."""
+"""Show each queue's jobs by state, the age of its oldest due job, its runs in the last minute, and which
+queues are paused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 from ._common import add_json_argument, add_store_argument, age, open_store, print_json, table
 
 NAME = "status"
-HELP = "queues by state, oldest due job, runs and failures in the last minute"
+HELP = "queues by state, oldest due job, runs and failures in the last minute, paused queues"
 
 STATES = ("scheduled", "waiting", "running", "done", "failed")
 
@@ -33,4 +34,7 @@ def run(args: argparse.Namespace) -> int:
              s["started_last_minute"], s["done_last_minute"], s["failed_last_minute"])
             for name, s in sorted(stats.items())]
     print(table(headers, rows, right=range(1, len(headers))))
+    paused = [name for name, s in sorted(stats.items()) if s["paused"]]
+    if paused:
+        print(f"paused: {', '.join(paused)} (no process starts their jobs; `tinystore resume` lets them)")
     return 0

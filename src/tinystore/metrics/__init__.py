@@ -2,10 +2,11 @@
 
 Per queue: jobs added, started, done, failed (for good), retried and
 snoozed, the seconds each handler ran and each job waited from due to start
-(histograms), and the waiting and running jobs. Counters and histograms are
-this process's own, counted from ``enable`` on (scrape every worker, as
-Prometheus does); the waiting and running jobs are the whole store's,
-from ``store.stats()``, read at most once a second.
+(histograms), the waiting and running jobs, and whether the queue is paused
+(``tinystore_queue_paused``, 1 or 0). Counters and histograms are this
+process's own, counted from ``enable`` on (scrape every worker, as
+Prometheus does); the gauges are the whole store's, from ``store.stats()``,
+read at most once a second.
 
 A store nobody enabled metrics for pays nothing: its core tells no one
 (``tinystore._events``).

@@ -36,8 +36,9 @@ def instrument(metrics: Metrics, meter_provider: Optional[Any]) -> None:
         meter.create_observable_counter(f"tinystore.jobs.{name}", [_observe(lambda n=name: metrics.counted(n))],
                                         unit="{job}", description=COUNTER_HELP[name])
     for name in GAUGES:
-        meter.create_observable_gauge(f"tinystore.jobs.{name}", [_observe(lambda n=name: _gauge(metrics, n))],
-                                      unit="{job}", description=GAUGE_HELP[name])
+        metric, unit = ("tinystore.queue.paused", "1") if name == "paused" else (f"tinystore.jobs.{name}", "{job}")
+        meter.create_observable_gauge(metric, [_observe(lambda n=name: _gauge(metrics, n))],
+                                      unit=unit, description=GAUGE_HELP[name])
     metrics.listeners.append(Histograms(meter))
 
 

@@ -18,7 +18,10 @@ COUNTER_HELP = {
 GAUGE_HELP = {
     "waiting": "Jobs of the queue that are due and wait for a worker, in the whole store.",
     "running": "Jobs of the queue that a worker holds a lease on, in the whole store.",
+    "paused": "1 where the queue is paused (no process starts its jobs), else 0, as the store keeps it.",
 }
+GAUGE_METRICS = {"waiting": "tinystore_jobs_waiting", "running": "tinystore_jobs_running",
+                 "paused": "tinystore_queue_paused"}
 RUN_HELP = "Seconds an attempt's handler ran, from its start to its settlement, in this process."
 DELAY_HELP = "Seconds from when a job was due to when this process started it."
 
@@ -37,8 +40,9 @@ def text(snapshot: Snapshot) -> str:
         for q in queues:
             lines += _histogram(metric, q, histograms.get(q) or Histogram())
     for name in GAUGES:
-        lines += _head(f"tinystore_jobs_{name}", "gauge", GAUGE_HELP[name])
-        lines += [f"tinystore_jobs_{name}{_labels(queue=q)} {snapshot.gauges.get(q, {}).get(name, 0)}"
+        metric = GAUGE_METRICS[name]
+        lines += _head(metric, "gauge", GAUGE_HELP[name])
+        lines += [f"{metric}{_labels(queue=q)} {snapshot.gauges.get(q, {}).get(name, 0)}"
                   for q in queues]
     return "\n".join(lines) + "\n"
 

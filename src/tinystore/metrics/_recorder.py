@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
            1800.0, 3600.0)
 COUNTERS = ("added", "started", "done", "failed", "retried", "snoozed")
-GAUGES = ("waiting", "running")
+GAUGES = ("waiting", "running", "paused")  # per queue, from store.stats(); paused as 1 or 0
 STATS_EVERY = 1.0  # seconds a reading of store.stats() serves scrapes for
 
 
@@ -124,12 +124,13 @@ class Metrics:
                             {q: h.copy() for q, h in self._claim_delay.items()}, gauges)
 
     def gauges(self) -> dict[str, dict[str, int]]:
-        """Per queue, its waiting and running jobs in the whole store: ``store.stats()``, read at most
+        """Per queue, its waiting and running jobs in the whole store, and 1 where it is paused (else 0):
+        ``store.stats()``, read at most
         once every ``STATS_EVERY`` seconds however often metrics are read."""
         with self._stats_lock:
             if time.monotonic() - self._stats_read >= STATS_EVERY:
                 stats = self._store.stats()
-                self._stats = {q: {g: s[g] for g in GAUGES} for q, s in stats.items()}
+                self._stats = {q: {g: int(s[g]) for g in GAUGES} for q, s in stats.items()}
                 self._stats_read = time.monotonic()
             return self._stats
 

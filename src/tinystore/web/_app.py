@@ -115,6 +115,8 @@ def build(store: Store, token: str) -> Starlette:
         Route("/api/retry", action(_retry), methods=["POST"]),
         Route("/api/cancel", action(_cancel), methods=["POST"]),
         Route("/api/retry-failed", action(_retry_failed), methods=["POST"]),
+        Route("/api/pause", action(_pause), methods=["POST"]),
+        Route("/api/resume", action(_resume), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     return Starlette(routes=routes)
@@ -194,3 +196,16 @@ def _retry_failed(store: Store, body: dict[str, Any]) -> dict[str, Any]:
         after = page[-1].id
     return {"done": retried > 0, "message": f"{retried} failed job{'' if retried == 1 else 's'} of "
                                             f"{queue.name} wait{'s' if retried == 1 else ''} to run again"}
+
+
+def _pause(store: Store, body: dict[str, Any]) -> dict[str, Any]:
+    """No process starts the queue's jobs from now on; its running ones go on and settle."""
+    queue = _views.known_queue(store, _named(body, "queue"))
+    queue.pause()
+    return {"done": True, "message": f"{queue.name} is paused: no worker starts its jobs until it is resumed"}
+
+
+def _resume(store: Store, body: dict[str, Any]) -> dict[str, Any]:
+    queue = _views.known_queue(store, _named(body, "queue"))
+    queue.resume()
+    return {"done": True, "message": f"{queue.name} is resumed: its due jobs start again"}

@@ -50,8 +50,8 @@ def _rate(rate: Optional[tuple[int, float]]) -> Optional[str]:
 # The queues
 
 def overview(store: Store) -> dict[str, Any]:
-    """Every queue: jobs per state, the last hour per minute, its limits and how full they are, its
-    schedule; and the totals per state, for the diagram."""
+    """Every queue: whether it is paused, jobs per state, the last hour per minute, its limits and how
+    full they are, its schedule; and the totals per state, for the diagram."""
     stats = store.stats()
     minutes = store.minute_counts(MINUTES)
     first = int(store.clock.now() // 60) - MINUTES + 1
@@ -74,6 +74,7 @@ def _queue(queue: Queue, counts: dict[str, Any], minutes: list[dict[str, Any]], 
                 hour[key][i] = m[key]
     return {
         "name": queue.name,
+        "paused": counts["paused"],
         "counts": {state: counts[state] for state in STORED},
         "oldest_due_age": counts["oldest_due_age"],
         "last_minute": {"started": counts["started_last_minute"], "done": counts["done_last_minute"],

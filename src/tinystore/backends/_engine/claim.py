@@ -8,7 +8,9 @@ leases commit), so two processes never both take the last place
 (LIM-01..03). On PostgreSQL the claims of a queue without limits run side
 by side, each skipping the rows another holds (see ``postgres/_sql``). The
 limits are the ones kept in the store, read in that transaction too: a
-change made by any process binds the next claim.
+change made by any process binds the next claim. So does a pause, kept with
+them: a paused queue's claim takes nothing (its cycle still settles and
+ends the leases that ran out).
 
 ``claim`` is the one claim path: the queue's room, the groups woken, the
 jobs picked in start order (``_pick``), taken (``take``), and their starts
@@ -40,6 +42,8 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
           now: float) -> tuple[list[Claimed], Optional[float]]:
     """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full."""
     opts = groups.kept(ex, queue, opts)
+    if opts.paused:  # read in this transaction: a pause kept before it binds it
+        return [], None
     now = start_time(ex, queue, opts, now)
     room, slides = _queue_room(ex, queue, opts, now)
     want = min(want, room)
@@ -225,9 +229,12 @@ def next_wake(ex: Executor, queue: str, now: float) -> Optional[float]:
     With no room in the queue, only a lease's end (a commit, which wakes the
     workers anyway), a lease running out or the rate window sliding can make
     some: looking again before that would be a busy loop of transactions.
-    Otherwise: the next due time, a group's window sliding, a lease running out.
+    Otherwise: the next due time, a group's window sliding, a lease running out. A paused queue
+    starts nothing: only a lease running out (ended by a cycle) or a notice (its resume) needs a look.
     """
     opts = groups.kept(ex, queue, QueueOptions())
+    if opts.paused:
+        return ex.one("next_times", {"queue": queue})[0]
     room, slides = _queue_room(ex, queue, opts, start_time(ex, queue, opts, now))
     expiry, ungrouped, group, group_wake = ex.one("next_times", {"queue": queue})  # after the clamp
     times = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]

@@ -23,14 +23,16 @@ from .executor import Executor
 
 
 def kept(ex: Executor, queue: str, opts: QueueOptions) -> QueueOptions:
-    """``opts`` with the limits kept in the store now: another process may have changed them (LIM-01..03)."""
+    """``opts`` with the limits and the pause kept in the store now: another process may have changed
+    them (LIM-01..03)."""
     text = ex.kept_options(queue)
     if text is None:
         return opts
     limits = _limits(text)
-    if limits == (opts.concurrency, opts.rate, opts.group_concurrency, opts.group_rate):
+    if limits == (opts.concurrency, opts.rate, opts.group_concurrency, opts.group_rate, opts.paused):
         return opts
-    return replace(opts, concurrency=limits[0], rate=limits[1], group_concurrency=limits[2], group_rate=limits[3])
+    return replace(opts, concurrency=limits[0], rate=limits[1], group_concurrency=limits[2], group_rate=limits[3],
+                   paused=limits[4])
 
 
 def options(ex: Executor, queue: str) -> QueueOptions:
@@ -42,7 +44,7 @@ def options(ex: Executor, queue: str) -> QueueOptions:
 @lru_cache(maxsize=256)
 def _limits(text: str) -> tuple:
     o = QueueOptions.from_json(json.loads(text))
-    return (o.concurrency, o.rate, o.group_concurrency, o.group_rate)
+    return (o.concurrency, o.rate, o.group_concurrency, o.group_rate, o.paused)
 
 
 def has_room(running: int, wake_at: Optional[float], opts: QueueOptions) -> bool:

@@ -48,7 +48,9 @@ def stats(ex: Executor, now: float) -> Stats:
     counts = queue_counts(ex.all("queue_counts"), ex.all("expired_counts", {"now": now}),
                           ex.all("scheduled_counts", {"now": now}), ex.all("first_due"), now)
     recent = [Recent(*row) for row in ex.all("recent_counts", (int(now // 60) - 1,))]
-    return Stats(queue_names(ex), counts, recent)
+    kept = ex.all("queue_names")
+    paused = frozenset(name for name, text in kept if QueueOptions.kept(text).paused)
+    return Stats([name for name, _ in kept], counts, recent, paused)
 
 
 def detail(ex: Executor, seq: int) -> JobDetail:

@@ -1,5 +1,5 @@
 """The writes of the ``Backend`` interface, each one transaction of the backend's writer: a claim cycle,
-cancels, retries, renewals, progress, steps, options, and run.transaction's check of its lease.
+cancels, retries, renewals, progress, steps, options and pauses, and run.transaction's check of its lease.
 
 ``notify(queue, job)`` is the writer's: the commit tells every process that
 the queue has work (or that the job was cancelled).
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any, Callable, ContextManager, Optional
 
 from ..._errors import Conflict
@@ -60,11 +61,24 @@ def limited(opts: QueueOptions) -> bool:
 
 
 def save_options(ex: Executor, queue: str, options: QueueOptions) -> None:
+    """Keep a queue's options; its pause stays as kept (only ``set_paused`` changes it)."""
     before = groups.options(ex, queue)
+    options = replace(options, paused=before.paused)
     ex.run("queue_save", (queue, json.dumps(options.to_json())))
     ex.forget_options(queue)
     if (before.group_concurrency, before.group_rate) != (options.group_concurrency, options.group_rate):
         groups.refresh(ex, queue, options)
+
+
+def set_paused(ex: Executor, queue: str, paused: bool) -> bool:
+    """Pause or resume a queue: kept with its options, read by every claim. False where the store keeps
+    no queue of that name. Its commit's notice (``work=``) wakes every process's runners of the queue."""
+    if ex.kept_options(queue) is None:
+        return False
+    options = replace(groups.options(ex, queue), paused=paused)
+    ex.run("queue_save", (queue, json.dumps(options.to_json())))
+    ex.forget_options(queue)
+    return True
 
 
 def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Optional[JobRow]:

@@ -297,6 +297,11 @@ class PostgresBackend(PostgresReads, Backend):
         return self.submit(lambda conn: work.save_options(PgExecutor(conn), queue, options), work=queue,
                            queues=[queue])
 
+    def set_paused(self, queue: str, paused: bool) -> Future:
+        # Under the queue's lock, as save_options: one after the other, never beside a limited claim.
+        return self.submit(lambda conn: work.set_paused(PgExecutor(conn), queue, paused), work=queue,
+                           queues=[queue])
+
     def queue_names(self) -> list[str]:
         with self._read() as conn:
             return reads.queue_names(PgExecutor(conn))
@@ -437,7 +442,7 @@ class PostgresBackend(PostgresReads, Backend):
             conn.execute(self.q.counts_fold, {"queue": queue, "key": self.q.fold_key})  # (migration 004)
             ex = PgExecutor(conn)
             opts, stale = work.settle_expired(ex, queue, settlements, t, self._writer.notify)
-            if want <= 0 or not work.limited(opts):
+            if want <= 0 or not work.limited(opts) or opts.paused:  # a paused queue's claim takes nothing
                 return work.claim_due(ex, queue, opts, owner, want, t, stale)
             return opts, stale
 

@@ -330,6 +330,9 @@ class SQLiteBackend(SQLiteReads, Backend):
     def save_options(self, queue: str, options: QueueOptions) -> Future:
         return self.submit(lambda conn: work.save_options(SQLiteExecutor(conn), queue, options), work=queue)
 
+    def set_paused(self, queue: str, paused: bool) -> Future:
+        return self.submit(lambda conn: work.set_paused(SQLiteExecutor(conn), queue, paused), work=queue)
+
     def queue_names(self) -> list[str]:
         with self._read() as conn:
             return reads.queue_names(SQLiteExecutor(conn))

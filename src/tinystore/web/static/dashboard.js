@@ -214,11 +214,15 @@ function queueCards(queues) {
     counts.forEach((a, i) => { a.className = "count s-" + STATES[i]; });
     const facts = [["oldest due", age(q.oldest_due_age)], ["last minute", `${q.last_minute.started} started, ${q.last_minute.done} done, ${q.last_minute.failed} failed`], ...limits(q.limits)];
     if (q.schedule) facts.push(["schedule", [q.schedule.rule + ", next ", when(q.schedule.next)]]);
-    const actions = q.counts.failed
-      ? el("div", { class: "actions" }, el("button", { class: "danger", onclick: () => act("api/retry-failed", { queue: q.name }, `Retry every failed job of ${q.name} (${q.counts.failed})?`) }, "Retry every failed job"))
+    const pausing = q.paused
+      ? el("button", { class: "resume", onclick: () => act("api/resume", { queue: q.name }, `Resume ${q.name}? Every worker starts its due jobs again.`) }, "Resume")
+      : el("button", { class: "pause", onclick: () => act("api/pause", { queue: q.name }, `Pause ${q.name}? No worker starts its jobs until it is resumed; running ones finish.`) }, "Pause");
+    const retrying = q.counts.failed
+      ? el("button", { class: "danger", onclick: () => act("api/retry-failed", { queue: q.name }, `Retry every failed job of ${q.name} (${q.counts.failed})?`) }, "Retry every failed job")
       : null;
-    return el("section", { class: "card", "data-queue": q.name },
-      el("h3", {}, link("jobs", { queue: q.name }, q.name)),
+    const actions = el("div", { class: "actions" }, pausing, retrying);
+    return el("section", { class: "card" + (q.paused ? " paused" : ""), "data-queue": q.name },
+      el("h3", {}, link("jobs", { queue: q.name }, q.name), q.paused ? el("span", { class: "badge-paused" }, "paused") : null),
       el("div", { class: "counts" }, counts),
       chart(q.hour),
       el("div", { class: "legend" }, "last hour per minute: ", el("span", { class: "d" }, "done"), ", ", el("span", { class: "f" }, "failed")),
