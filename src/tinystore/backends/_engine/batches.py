@@ -98,4 +98,4 @@ def _then(ex: Executor, id: str, row: tuple, now: float, notify: Notify) -> None
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     (added,) = jobs.add(ex, queue, [NewJob(id, text, grp, now, priority=priority)], now)
     ex.run("batch_then", (added.row.seq, id))
-    notify(queue)  # its workers wake, in every process
+    notify(queue, wake_source=True)  # its workers wake, in every process, the settling one's too
