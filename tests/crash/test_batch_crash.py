@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import signal
+import time
 
 import pytest
 
@@ -157,4 +158,81 @@ def test_BAT_15_two_processes_settling_a_batch_s_last_two_jobs_at_once_add_its_t
     assert all(len(pids) == 2 for pids in ended_by.values()), "each batch's two jobs were run by two processes"
     assert_then_after_its_jobs(lab, members, "then")
     lab.assert_sound(finished=[(q, id) for id in members for q in ("left", "right") if id.startswith(q)])
+    lab.assert_consistent()
+
+
+def test_BAT_16_under_traffic_with_workers_killed_at_any_moment_every_batch_adds_its_then_job_once(lab, open_store):
+    """Small batches of three jobs go to two worker processes for a few seconds: some jobs fail for good,
+    some are cancelled, some SIGKILL their process on their first attempt, and the test SIGKILLs a
+    worker now and then wherever it is (its last settlement may be before, in, or after its commit);
+    each dead worker is replaced. Every batch, closed right after its jobs or a batch later, ends with
+    one then job whose counts are its jobs' ends, and none is missing."""
+    seconds = 5
+    lab.prepare("work", attempts=3, lease="2s", dedupe="1h", keep="1h")
+    lab.prepare("then", lease="2s", dedupe="1h")
+    kinds = iter(["sync", "async"] * 50)
+
+    def worker():
+        proc = lab.worker(f"work:{next(kinds)}", "then:async", serve=True)
+        wait_for_line(proc, "serving", timeout=WAIT)
+        return proc
+
+    workers = [worker(), worker()]
+    store = open_store()
+    q, then = store.queue("work"), store.queue("then")
+    expected: dict[str, collections.Counter] = {}
+    members: dict[str, str] = {}
+    open_batch, kills, n, began = None, 0, 0, time.time()
+    last_kill = began
+    while time.time() - began < seconds:
+        batch = store.batch(then=(then, {"b": len(expected)}))
+        outcomes = collections.Counter()
+        for _ in range(3):
+            n += 1
+            payload = {"work": (n * 7 % 5) / 1000}
+            if n % 5 == 0:
+                payload["fail_on"] = [1, 2, 3]
+            if n % 23 == 0 and kills < 3:
+                payload["kill_on"], kills = [1], kills + 1
+            q.add(payload, id=f"job-{n}", batch=batch)
+            members[f"job-{n}"] = batch.id
+            outcomes["failed" if "fail_on" in payload else "done"] += 1
+        if n % 4 == 0 and q.cancel(f"job-{n}"):  # taken away wherever it was, waiting or running
+            outcomes["failed" if n % 5 == 0 else "done"] -= 1
+            outcomes["cancelled"] += 1
+        expected[batch.id] = outcomes
+        if open_batch is not None:
+            open_batch.close()  # a batch later: its jobs may all have ended already
+        open_batch = batch if len(expected) % 2 else None
+        if open_batch is None:
+            batch.close()
+        if time.time() - last_kill > 1:  # a worker killed wherever it is
+            kill_child(workers[0])
+            last_kill = time.time()
+        for i, proc in enumerate(workers):
+            if proc.poll() is not None:  # killed: replaced, as a supervisor would
+                assert proc.returncode == -signal.SIGKILL, stderr_of(proc)
+                workers[i] = worker()
+        time.sleep(0.02)  # the pace of the traffic, not a synchronisation
+    if open_batch is not None:
+        open_batch.close()
+
+    live = [id for id in members if q.get(id) is not None]
+    lab.watch_until_ended(q, live, timeout=DRAIN_TIMEOUT)
+    ids = list(expected)
+    missing = [id for id in ids if store.batch_state(id) is None or store.batch_state(id).then_id is None]
+    assert not missing, f"{len(missing)} batches whose jobs all ended have no then job, e.g. {missing[:5]}"
+    last = lab.watch_until_ended(then, ids, timeout=DRAIN_TIMEOUT)
+    for proc in workers:
+        proc.send_signal(signal.SIGTERM)
+    for proc in workers:
+        assert wait_child(proc) == 0, stderr_of(proc)
+
+    assert then_jobs(lab, "then") == {id: 1 for id in ids}, "one then job per batch"
+    assert {s.state for s in last.values()} == {"done"}
+    for id, outcomes in expected.items():
+        counts = {k: outcomes[k] for k in ("done", "failed", "cancelled")}
+        assert last[id].payload["batch"] == {"id": id, **counts}, (id, last[id].payload)
+    assert {r.id for r in lab.runs("end") if r.queue == "then"} == set(ids), "every then job ran to its end"
+    assert_then_after_its_jobs(lab, members, "then")
     lab.assert_consistent()
