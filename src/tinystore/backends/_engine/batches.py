@@ -78,6 +78,14 @@ def ended(ex: Executor, counts: Ends, now: float, notify: Notify) -> None:
             _then(ex, batch, row, now, notify)
 
 
+def job_ended(ex: Executor, batch: Optional[str], how: str, now: float, notify: Notify) -> None:
+    """``ended`` for one job, of ``batch`` (None: of no batch, and nothing is written)."""
+    if batch is not None:
+        counts = ends()
+        tally(counts, batch, how)
+        ended(ex, counts, now, notify)
+
+
 def retried(ex: Executor, seq: int) -> None:
     """A failed job runs again (``retry``): where its batch's then job was not added, its failure no
     longer counts and the batch waits for it again; where it was, the job runs on outside the batch."""

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-Notify = Callable[..., None]
-
 from ..._options import QueueOptions
 from ..._settle import Decision, Done, Failed, decide_lost, lost_in_bulk, outcome
 from .._base import JobRow, Settlement
 from . import batches, groups, jobs
 from .executor import Executor
+
+Notify = Callable[..., None]
 
 
 def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settlement],
@@ -86,9 +86,7 @@ def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: in
         decision = decide_lost(attempt, opts, now, job.repeat, job.at)
         apply(ex, seq, decision)
         if isinstance(decision, Failed):  # failed for good: where it belongs to a batch, it ended there
-            counts = batches.ends()
-            batches.tally(counts, ex.one("job_batch", (seq,))[0], "failed")
-            batches.ended(ex, counts, now, notify)
+            batches.job_ended(ex, ex.one("job_batch", (seq,))[0], "failed", now, notify)
         groups.release(ex, queue, opts, [job.grp] if job.grp is not None else [])
         if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
             ex.run("count_add", (queue, int(now // 60), 0, 0, 1))

@@ -76,10 +76,7 @@ def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Opt
     ex.run("lease_drop", (job.seq,))
     jobs.remove(ex, [job.seq])
     ex.run("cancelled_mark", (job.seq, now))
-    if batch is not None:
-        counts = batches.ends()
-        batches.tally(counts, batch, "cancelled")
-        batches.ended(ex, counts, now, notify)
+    batches.job_ended(ex, batch, "cancelled", now, notify)
     if job.grp is not None:
         groups.recompute(ex, queue, job.grp, groups.options(ex, queue), now)
     notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free

@@ -32,7 +32,9 @@ queue with limits takes the queue's advisory lock in a short transaction of
 its own. An add inside the application's transaction (``tx=``, ``conn=``)
 takes no queue lock either; where its jobs have a group, their group's lock
 is held until the application commits or rolls back, and claims of that
-group wait for it: keep such transactions short.
+group wait for it; where they join a batch, the batch's row is locked as
+long, and the ends of that batch's jobs (settlements, cancels, a close)
+wait for it: keep such transactions short.
 """
 
 from __future__ import annotations
