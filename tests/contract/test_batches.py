@@ -346,3 +346,21 @@ def test_BAT_13_a_job_whose_id_is_kept_adds_nothing_and_does_not_join_the_batch(
     assert not again.added and store.batch_state(batch).total == 0
     batch.close()
     assert store.batch_state(batch).then_id == batch.id, "the batch has no job: closed, it ended"
+
+
+def test_BAT_14_a_serving_worker_runs_the_then_job_its_own_settlement_added_without_waiting(open_store):
+    """The then job is added by the settlement of the batch's last job: its commit wakes the runners of
+    the then queue in every process, the settling worker's own included (it did not ask for that work)."""
+    store = open_store()  # the real clock: a worker left asleep would not be woken by time
+    crawl, mailer = store.queue("crawl"), store.queue("mailer")
+    ran = threading.Event()
+    crawl.work(lambda payload, run: None)
+    mailer.work(lambda payload, run: ran.set())
+    batch = store.batch(then=(mailer, {}))
+    crawl.add({}, batch=batch)
+    batch.close()
+    store.start()
+    try:
+        assert ran.wait(WAIT), "the then job waited for a worker that was never woken"
+    finally:
+        store.stop()
