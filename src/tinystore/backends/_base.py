@@ -331,7 +331,8 @@ class Backend(Reads, ABC):
 
     @abstractmethod
     def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
-        """A new open batch whose then job is ``then`` (its payload a JSON object's text) in ``queue``;
+        """A new open batch whose then job goes to ``queue`` with ``then``'s payload (a JSON object's
+        text), group and priority (its id, the batch's, and its time are given when it is added);
         resolves to None."""
 
     @abstractmethod
