@@ -236,3 +236,33 @@ def test_BAT_16_under_traffic_with_workers_killed_at_any_moment_every_batch_adds
     assert {r.id for r in lab.runs("end") if r.queue == "then"} == set(ids), "every then job ran to its end"
     assert_then_after_its_jobs(lab, members, "then")
     lab.assert_consistent()
+
+
+def test_BAT_14_a_dead_worker_s_jobs_failed_for_good_in_bulk_count_in_each_of_their_batches(lab, open_store):
+    """The leases of a dead process end with one statement per queue (``owner_lost``); the jobs it fails
+    for good count in their own batches, two of one batch as two."""
+    lab.prepare("crawl", attempts=1, keep="1d")
+    lab.prepare("mailer", dedupe="1d")
+    store = open_store()
+    crawl, mailer = store.queue("crawl"), store.queue("mailer")
+    two, one = store.batch(then=(mailer, {"of": "two"})), store.batch(then=(mailer, {"of": "one"}))
+    block = {"block_on": [1]}
+    crawl.add_many([tinystore.Job(block, id="two-a"), tinystore.Job(block, id="two-b")], batch=two)
+    crawl.add(block, id="one-a", batch=one)
+    crawl.add(block, id="alone")
+    two.close()
+    one.close()
+
+    worker = lab.worker("crawl:async", serve=True)
+    for id in ("two-a", "two-b", "one-a", "alone"):
+        wait_for_line(worker, f"started {id} 1", timeout=WAIT)
+    kill_child(worker)
+    reopened = open_store()  # ends the dead worker's four leases: their only attempts, failed for good
+
+    assert {id: reopened.queue("crawl").get(id).state for id in ("two-a", "two-b", "one-a", "alone")} == {
+        "two-a": "failed", "two-b": "failed", "one-a": "failed", "alone": "failed"}
+    then = reopened.queue("mailer")
+    assert then.get(two.id).payload == {"of": "two", "batch": {"id": two.id, "done": 0, "failed": 2, "cancelled": 0}}
+    assert then.get(one.id).payload == {"of": "one", "batch": {"id": one.id, "done": 0, "failed": 1, "cancelled": 0}}
+    assert then_jobs(lab, "mailer") == {two.id: 1, one.id: 1}
+    lab.assert_consistent()
