@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import tinystore
+from helpers import run_child
 
 WAIT = 30
 
@@ -364,3 +365,29 @@ def test_BAT_14_a_serving_worker_runs_the_then_job_its_own_settlement_added_with
         assert ran.wait(WAIT), "the then job waited for a worker that was never woken"
     finally:
         store.stop()
+
+
+ADD_IN_CHILD = """
+import sys
+import tinystore
+store = tinystore.open(sys.argv[1])
+store.queue("parse").add({"from": "child"}, id="child", batch=sys.argv[2])
+store.close()
+"""
+
+
+def test_BAT_04_another_process_adds_jobs_to_the_batch_by_its_id(target, store):
+    crawl, mailer = store.queue("crawl"), store.queue("mailer", dedupe="1h")
+    store.queue("parse")
+    batch = store.batch(then=(mailer, {}))
+    crawl.add({}, batch=batch)
+    done = run_child(ADD_IN_CHILD, target, batch.id)
+    assert done.returncode == 0, done.stderr
+    assert store.batch_state(batch).total == 2
+    batch.close()
+    crawl.work(lambda payload, run: None)
+    run_until_idle(store)
+    assert store.batch_state(batch).then_id is None, "the child's job has not run"
+    store.queue("parse").work(lambda payload, run: None)
+    run_until_idle(store)
+    assert mailer.get(batch.id).payload["batch"]["done"] == 2
