@@ -69,6 +69,17 @@ BOOKKEEPING = {
                                        OR k.queue IS NULL
                                        OR k.queued != j.queued OR k.running != j.running OR k.done != j.done
                                        OR k.failed != j.failed OR k.repeating != j.repeating""",
+    # A batch's counts against its jobs: those not ended are the ones it waits for.
+    "batch counts off its jobs": """SELECT b.id, b.total, b.done, b.failed, b.cancelled
+                                    FROM tinystore_batches b
+                                    WHERE b.total - b.done - b.failed - b.cancelled
+                                          != (SELECT count(*) FROM tinystore_jobs j
+                                              WHERE j.batch = b.id AND j.state IN ('queued', 'running'))""",
+    "ended batches without their then job": """SELECT id FROM tinystore_batches
+                                               WHERE closed_at IS NOT NULL AND then_seq IS NULL
+                                                 AND total = done + failed + cancelled""",
+    "batches kept after their then job": """SELECT id FROM tinystore_batches b WHERE then_seq IS NOT NULL
+                                              AND NOT EXISTS (SELECT 1 FROM tinystore_jobs j WHERE j.seq = b.then_seq)""",
 }
 
 

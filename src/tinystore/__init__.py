@@ -18,6 +18,7 @@ survives, and runs at least once. The package's modules:
 - ``_watch``       watchers, one reader per store
 - ``_notify``      the backend's notices of commits, told to every worker and watcher
 - ``_outage``      background tasks riding out a store that cannot be written for a while
+- ``_batch``       Batch and BatchState: jobs of any queues, and the then job once they have all ended
 - ``_jobstate``    JobState (what you read of a job) and Job (what you give add_many)
 - ``_options``, ``_durations``, ``_values``   checking what users give
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
@@ -31,6 +32,7 @@ survives, and runs at least once. The package's modules:
 import logging
 
 from ._answers import Fail, Retry, Snooze
+from ._batch import Batch, BatchState
 from ._clock import Clock
 from ._errors import (Closed, Conflict, DiskError, DiskFull, Error, InvalidArgument, LimitExceeded, Locked, ReadOnly,
                       StoreCorrupt, StoreGone, Unavailable)
@@ -48,7 +50,7 @@ logging.getLogger("tinystore").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncRun", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error", "Every", "Fail",
+    "AsyncRun", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error", "Every", "Fail",
     "InvalidArgument", "Job", "JobState", "LimitExceeded", "Locked", "Queue", "ReadOnly", "Repeat", "Retry", "Run",
     "Snooze", "Store", "StoreCorrupt", "StoreGone", "Transaction", "Unavailable", "cron", "every", "open",
 ]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import random
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
+from ._batch import Batch
 from ._context import Context
 from ._durations import Duration, parse_duration
 from ._errors import Closed, InvalidArgument, LimitExceeded
@@ -14,7 +15,7 @@ from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import Transaction
 from ._typed import Decode, decoder
-from ._values import MAX_BATCH, check_priority, check_text_id, check_time, encode_json, to_timestamp
+from ._values import MAX_BATCH, check_priority, check_text_id, check_time, encode_json, new_id, to_timestamp
 from .backends._base import JobDetail, JobRow, NewJob
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Queue:
 
     def add(self, payload: Any, id: Optional[str] = None, at: Any = None, delay: Optional[Duration] = None,
             group: Optional[str] = None, tx: Optional[Transaction] = None, conn: Any = None,
-            repeat: Optional[Repeat] = None, priority: int = 0) -> JobState:
+            repeat: Optional[Repeat] = None, priority: int = 0, batch: Any = None) -> JobState:
         """Add a job; once this returns, it is on the disk (DUR-01).
 
         An ``id`` that names a job the queue keeps adds nothing and returns
@@ -59,12 +60,18 @@ class Queue:
 
         ``priority`` (an int from -100 to 100, 0 unless given) orders the due
         jobs of the queue: the highest starts first, then by time (JOB-01).
+
+        ``batch`` (a ``store.batch(...)``, or its id) makes the job one of
+        that batch, which must be open: adding to a closed one is
+        ``InvalidArgument``, and nothing is written. A job whose id names a
+        job the queue keeps adds nothing, and does not join the batch.
         """
         return self.add_many([Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat,
                                   priority=priority)],
-                             tx=tx, conn=conn)[0]
+                             tx=tx, conn=conn, batch=batch)[0]
 
-    def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None) -> list[JobState]:
+    def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None,
+                 batch: Any = None) -> list[JobState]:
         """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order.
 
         ``items`` is any iterable of at most 10,000 (``MAX_BATCH``): a longer
@@ -74,10 +81,13 @@ class Queue:
         of the file waiting; add more in several calls (with ids, a call that
         failed can be made again and adds nothing twice, JOB-10), or in one
         ``store.transaction()`` with ``tx=`` where they must commit together.
+        ``batch``: every job added joins that batch, as ``add`` says.
         """
         self._ctx.check_open()
         now = self._ctx.clock.now()
         jobs = self._new_jobs(items, now)
+        if batch is not None:
+            jobs = self._joining(jobs, batch)
         target = self._target(tx, conn)
         results = self._ctx.backend.add(self.name, jobs, now, tx=target).result()
         if self._ctx.events:
@@ -95,6 +105,17 @@ class Queue:
             jobs.append(self._new_job(item if isinstance(item, Job) else Job(item), now))
         return jobs
 
+    def _joining(self, jobs: list[NewJob], batch: Any) -> list[NewJob]:
+        """The jobs as members of ``batch`` (a Batch or its id); a repeating job never ends, so joins none."""
+        id = batch.id if isinstance(batch, Batch) else batch
+        job_id = jobs[0].id if len(jobs) == 1 else None
+        check_text_id(id, "batch", self.name, job_id)
+        for job in jobs:
+            if job.repeat is not None:
+                raise InvalidArgument(f"a repeating job never ends, so it cannot join batch {id!r}",
+                                      queue=self.name, job_id=job.id)
+        return [replace(job, batch=id) for job in jobs]
+
     def _too_many(self, given: str) -> LimitExceeded:
         return LimitExceeded(f"add_many adds at most {MAX_BATCH} jobs in one call, and {given}: nothing was "
                              f"written. Add them in calls of at most {MAX_BATCH} (with ids, a call that failed "
@@ -102,7 +123,7 @@ class Queue:
                              "where they must commit together", queue=self.name)
 
     def _new_job(self, job: Job, now: float) -> NewJob:
-        id = check_text_id(job.id, "id", self.name) if job.id is not None else _new_id(now)
+        id = check_text_id(job.id, "id", self.name) if job.id is not None else new_id(now)
         group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
         if job.at is not None and job.delay is not None:
             raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
@@ -304,11 +325,6 @@ class Queue:
         self.handler = handler
         self.decode = decoder(handler)
         return handler
-
-
-def _new_id(now: float) -> str:
-    """A job id: milliseconds since the epoch, then 80 random bits (32 hex digits, sorting by time)."""
-    return f"{int(now * 1000):012x}{random.getrandbits(80):020x}"  # unique, not secret
 
 
 def declare(queue: Queue, payload: Any, rule: Repeat) -> JobState:

@@ -10,6 +10,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
+from ._batch import Batch, BatchState, then_job
+from ._batch import state_of as batch_state_of
 from ._clock import Clock
 from ._context import Context
 from ._durations import parse_duration
@@ -21,7 +23,7 @@ from ._outage import Outages
 from ._options import QueueOptions, parse_options
 from ._queue import Queue, declare
 from ._transaction import Transaction
-from ._values import check_queue_name, from_timestamp
+from ._values import check_queue_name, from_timestamp, new_id
 from ._watch import Watches
 from ._worker import Worker
 from .backends import DURABILITY, LOCK_TIMEOUT, open_backend
@@ -178,6 +180,48 @@ class Store:
     def queues(self) -> list[str]:
         """The names of every queue the store keeps."""
         return self._backend.queue_names()
+
+    # Batches
+
+    def batch(self, *, then: Any) -> Batch:
+        """A new batch: jobs of any queues join it with ``batch=`` on ``add``/``add_many``, in any number of
+        calls and processes, inside a transaction too; ``close()`` says no more will.
+
+        ``then=(queue, payload)``: once the batch is closed and every job of
+        it has ended (done, failed for good, or cancelled), a job is added
+        to ``queue`` (a ``Queue`` of this store), exactly once, in the
+        transaction that ends the last job, whatever crashes. ``payload`` is
+        a JSON object (or a ``tinystore.Job`` of one, for its ``priority=``
+        or ``group=``); the job gets it with ``"batch": {"id": ..., "done":
+        n, "failed": n, "cancelled": n}`` beside its own keys, and the
+        batch's id as its own. The batch is kept as long as its then job is.
+        """
+        self._ctx.check_open()
+        if not isinstance(then, tuple) or len(then) != 2:
+            raise InvalidArgument(f"then= must be (queue, payload), not {then!r}")
+        queue, payload = then
+        if not isinstance(queue, Queue) or self._queues.get(queue.name) is not queue:
+            raise InvalidArgument(f"then=(queue, payload) takes a queue of this store, from store.queue(name), "
+                                  f"not {queue!r}")
+        job = then_job(queue.name, payload)
+        if self._backend.in_transaction():
+            raise InvalidArgument("a store.transaction() is open in this thread: make the batch before it",
+                                  queue=queue.name)
+        now = self.clock.now()
+        id = new_id(now)
+        self._backend.create_batch(id, job, queue.name, now).result()
+        return Batch(self._ctx, id)
+
+    def batch_state(self, id: Any) -> Optional[BatchState]:
+        """The batch with this id (or a ``Batch``) as it is now: how many of its jobs are scheduled,
+        waiting, running, done, failed and cancelled, whether it is closed, and its then job's id once
+        added; None where the store keeps no such batch."""
+        id = id.id if isinstance(id, Batch) else id
+        if not isinstance(id, str) or not id:
+            raise InvalidArgument(f"a batch's id is a str, not {id!r}")
+        self._ctx.check_open()
+        now = self.clock.now()
+        return batch_state_of(self._backend.batch(id, now), now)
 
     # The application's rows
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import random
 import re
 from datetime import datetime, timezone
 from typing import Any
@@ -128,3 +129,9 @@ def from_timestamp(ts: float) -> datetime:
         return LAST_TIME if ts > MAX_TIME else FIRST_TIME  # NaN as the first
     except (TypeError, ValueError, OverflowError, OSError):  # not a number at all: a damaged row
         return FIRST_TIME
+
+
+def new_id(now: float) -> str:
+    """An id that tinystore makes (a job's, a batch's): milliseconds since the epoch, then 80 random bits
+    (32 hex digits, sorting by time)."""
+    return f"{int(now * 1000):012x}{random.getrandbits(80):020x}"  # unique, not secret

@@ -122,14 +122,18 @@ class Lab:
         assert not lost, f"{len(lost)} jobs never ran to their end, e.g. {lost[:5]}"
 
     def assert_consistent(self) -> None:
-        """The store is sound (the backend's own check), its leases agree with its jobs and processes, and
-        the jobs per queue and state it keeps for stats() with its jobs."""
+        """The store is sound (the backend's own check), its leases agree with its jobs and processes, the
+        jobs per queue and state it keeps for stats() with its jobs, and each batch's counts with its jobs
+        (an ended batch has its then job, a batch whose then job left is gone)."""
         problems = self.kit.inconsistencies(self.target)
         assert problems["integrity"] == []
         assert problems["leases off their job"] == []
         assert problems["running without a lease"] == []
         assert problems["leases of unregistered processes"] == []
         assert problems["state counts off the jobs"] == []
+        assert problems["batch counts off its jobs"] == []
+        assert problems["ended batches without their then job"] == []
+        assert problems["batches kept after their then job"] == []
 
     @staticmethod
     def watch_until_ended(queue: tinystore.Queue, ids: Iterable[str], timeout: float) -> dict[str, tinystore.JobState]:

@@ -71,6 +71,26 @@ class NewJob:
     at: float
     repeat: Optional[str] = None  # the rule's JSON text (``_repeat``), for a job that repeats
     priority: int = 0
+    batch: Optional[str] = None  # the id of the batch it joins
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A batch as stored: its counts of jobs joined and ended, its jobs not ended by state, and its then
+    job (its id and the time it leaves) once added."""
+
+    id: str
+    then_queue: str
+    closed_at: Optional[float]
+    total: int
+    done: int
+    failed: int
+    cancelled: int
+    then_id: Optional[str]
+    then_expires: Optional[float]
+    scheduled: int
+    waiting: int
+    running: int
 
 
 @dataclass(frozen=True)
@@ -313,6 +333,23 @@ class Backend(Reads, ABC):
     def maintain(self, now: float, batch: int, progress: Optional[Callable[[int], None]] = None) -> int:
         """Remove what expired by ``now``, a batch per transaction; ``progress(removed so far)`` after
         each. Returns how many jobs were removed."""
+
+    # Batches
+
+    @abstractmethod
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+        """A new open batch whose then job goes to ``queue`` with ``then``'s payload (a JSON object's
+        text), group and priority (its id, the batch's, and its time are given when it is added);
+        resolves to None."""
+
+    @abstractmethod
+    def close_batch(self, id: str, now: float) -> Future:
+        """No more jobs join the batch; where every job of it has ended, its then job is added in the same
+        transaction. Resolves to False where the store keeps no such batch."""
+
+    @abstractmethod
+    def batch(self, id: str, now: float) -> Optional[BatchRow]:
+        """The batch with this id, in one snapshot, or None."""
 
     # Watching (JOB-13)
 

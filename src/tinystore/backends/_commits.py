@@ -20,21 +20,24 @@ class CommitNotices:
         self.queues: dict[str, Any] = {}
         self.cancelled: set[tuple[str, int]] = set()
         self.changed = False
-        self._told: list[tuple[str, Optional[int]]] = []  # the running operation's
+        self._told: list[tuple[str, Optional[int], bool]] = []  # the running operation's
 
     def begin(self, work: Optional[str]) -> None:
         """An operation begins; ``work``: a queue it gives work to, where it changes rows."""
-        self._told = [(work, None)] if work is not None else []
+        self._told = [(work, None, False)] if work is not None else []
 
-    def notify(self, queue: str, job: Optional[int] = None) -> None:
-        self._told.append((queue, job))
+    def notify(self, queue: str, job: Optional[int] = None, wake_source: bool = False) -> None:
+        """``wake_source``: the work is not what the source asked for (a batch's then job, added by a
+        settlement), so its own runners of ``queue`` are woken too."""
+        self._told.append((queue, job, wake_source))
 
     def wrote(self, source: Any) -> None:
         """The operation that began last changed rows: what it told counts."""
         self.changed = True
-        for queue, job in self._told:
+        for queue, job, wake_source in self._told:
             if job is None:
-                self.queues[queue] = source if self.queues.get(queue, source) is source else None
+                asked = source if not wake_source else None
+                self.queues[queue] = asked if self.queues.get(queue, asked) is asked else None
             else:
                 self.cancelled.add((queue, job))
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..._errors import InvalidArgument
 from .._base import Added, JobRow, NewJob
 from .executor import Executor
 
 
 def add(ex: Executor, queue: str, jobs: list[NewJob], now: float) -> list[Added]:
-    """Insert jobs in order; an id that names a kept job adds nothing and returns that job (JOB-10)."""
+    """Insert jobs in order; an id that names a kept job adds nothing and returns that job (JOB-10).
+
+    Jobs that join a batch join it only where it is kept and open (else ``InvalidArgument``, before
+    anything is written); a job whose id names a kept job adds nothing, and joins nothing.
+    """
+    batches = sorted({job.batch for job in jobs if job.batch is not None})
+    for batch in batches:
+        _check_open(ex, queue, jobs, batch)
     added = []
     for job, (seq, written) in zip(jobs, ex.insert_jobs(queue, jobs)):
         added.append(Added(_new_row(seq, queue, job), True) if written else _add_taken(ex, queue, job, seq, now))
@@ -18,7 +26,21 @@ def add(ex: Executor, queue: str, jobs: list[NewJob], now: float) -> list[Added]
     if grouped:
         ex.lock_groups(queue, [g["grp"] for g in grouped])
         ex.each("group_add", grouped)
+    for batch in batches:
+        joined = sum(a.added for job, a in zip(jobs, added) if job.batch == batch)
+        if joined:
+            ex.run("batch_grow", (joined, batch))
     return added
+
+
+def _check_open(ex: Executor, queue: str, jobs: list[NewJob], batch: str) -> None:
+    """Refuse jobs joining a batch the store does not keep, or one closed (its row locked meanwhile)."""
+    row = ex.one("batch_join", (batch,))
+    if row is not None and row[0] is None:
+        return
+    why = "is closed: no job may join it" if row is not None else "is not kept by the store (or left with its then job)"
+    job_id = jobs[0].id if len(jobs) == 1 else None
+    raise InvalidArgument(f"batch {batch!r} {why}; nothing was added", queue=queue, job_id=job_id)
 
 
 def declare(ex: Executor, queue: str, job: NewJob, now: float) -> Added:
@@ -45,6 +67,7 @@ def remove(ex: Executor, seqs: list[int]) -> None:
     listed = ex.array(seqs)
     ex.run("steps_delete_many", (listed,))
     ex.run("jobs_delete_many", (listed,))
+    ex.run("batches_delete_then", (listed,))  # a batch is kept as long as its then job
     ex.jobs_left(seqs)
 
 

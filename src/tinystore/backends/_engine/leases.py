@@ -13,28 +13,38 @@ from typing import Callable
 from ..._options import QueueOptions
 from ..._settle import Decision, Done, Failed, decide_lost, lost_in_bulk, outcome
 from .._base import JobRow, Settlement
-from . import groups, jobs
+from . import batches, groups, jobs
 from .executor import Executor
+
+Notify = Callable[..., None]
 
 
 def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settlement],
-           now: float) -> list[Settlement]:
+           now: float, notify: Notify) -> list[Settlement]:
     """Apply each settlement whose attempt still holds its lease; return the stale ones.
 
     The leases end, done jobs leave and their groups are released with one
     statement each for the whole batch; other outcomes are applied job by job.
+    The jobs of batches that ended count in their batches (``batches.ended``).
     """
     opts = groups.kept(ex, queue, opts)
     tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
     ended = {seq for (seq,) in ex.all("leases_end_many", tokens)}
     stale = [s for s in settlements if s.seq not in ended]
     live = [s for s in settlements if s.seq in ended]
+    members = batches.of(ex, [s.seq for s in live if batches.ending(s.decision)])  # read before done jobs leave
     gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
     if gone:
         jobs.remove(ex, list(gone))
     for s in live:
         if s.seq not in gone:
             apply(ex, s.seq, s.decision)
+    if members:
+        counts = batches.ends()
+        for s in live:
+            if s.seq in members:
+                batches.tally(counts, members[s.seq], batches.ending(s.decision))
+        batches.ended(ex, counts, now, notify)
     groups.release(ex, queue, opts, [s.grp for s in live if s.grp is not None])
     outcomes = [outcome(s.decision) for s in live]
     done, failed = outcomes.count("done"), outcomes.count("failed")
@@ -55,17 +65,18 @@ def apply(ex: Executor, seq: int, decision: Decision) -> None:
                                "reset": decision.reset, "error": decision.error, "result": decision.result})
 
 
-def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float) -> int:
+def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float, notify: Notify) -> int:
     """End the leases of a queue that ran out; each attempt stays counted."""
     expired = ex.all("leases_expired", (queue, now))
     if expired:
         opts = groups.kept(ex, queue, opts)
     for seq, attempt in expired:
-        end_lost(ex, queue, opts, seq, attempt, now)
+        end_lost(ex, queue, opts, seq, attempt, now, notify)
     return len(expired)
 
 
-def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: int, now: float) -> None:
+def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: int, now: float,
+             notify: Notify) -> None:
     """End one lease whose attempt will never settle."""
     if ex.run("lease_end", (seq, attempt)) == 0:
         return
@@ -74,30 +85,38 @@ def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: in
         job = JobRow(*row)
         decision = decide_lost(attempt, opts, now, job.repeat, job.at)
         apply(ex, seq, decision)
+        if isinstance(decision, Failed):  # failed for good: where it belongs to a batch, it ended there
+            batches.job_ended(ex, ex.one("job_batch", (seq,))[0], "failed", now, notify)
         groups.release(ex, queue, opts, [job.grp] if job.grp is not None else [])
         if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
             ex.run("count_add", (queue, int(now // 60), 0, 0, 1))
 
 
-def end_owner(ex: Executor, owner: int, options: Callable[[str], QueueOptions], now: float) -> list[str]:
+def end_owner(ex: Executor, owner: int, options: Callable[[str], QueueOptions], now: float,
+              notify: Notify) -> list[str]:
     """End every lease a process that died held, at once (DUR-03); the attempts stay counted.
 
     Jobs without a group are requeued or failed with one statement per queue
     (``owner_lost``, with the parameters of ``_settle.lost_in_bulk``), so
     recovering 100,000 leases costs a few statements, not 100,000. The jobs
-    that failed for good count in the queue's failures of this minute.
-    Returns the queues whose leases it ended.
+    that failed for good count in the queue's failures of this minute, and
+    in their batches, folded per batch. Returns the queues whose leases it ended.
     """
     queues = [queue for (queue,) in ex.all("owner_queues", (ex.array([owner]),))]
     for queue in queues:
         opts = options(queue)
         for seq, attempt in ex.all("owner_repeating", (owner, queue)):
-            end_lost(ex, queue, opts, seq, attempt, now)
+            end_lost(ex, queue, opts, seq, attempt, now, notify)
         grps = {g for (g,) in ex.all("owner_groups", (owner, queue))}
         states = ex.all("owner_lost", {"owner": owner, "queue": queue, **lost_in_bulk(opts, now)})
-        failed = sum(state == "failed" for (state,) in states)
+        failed = sum(state == "failed" for state, _ in states)
         if failed:
             ex.run("count_add", (queue, int(now // 60), 0, 0, failed))
+            counts = batches.ends()
+            for state, batch in states:
+                if state == "failed":
+                    batches.tally(counts, batch, "failed")
+            batches.ended(ex, counts, now, notify)
         ex.run("owner_leases_end", (owner, queue))
         for grp in grps:
             groups.recompute(ex, queue, grp, opts, now)

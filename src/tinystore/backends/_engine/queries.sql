@@ -240,7 +240,7 @@ WHERE l.owner = ? AND l.queue = ? AND j.grp IS NOT NULL;
 -- name: owner_lost
 -- A dead process's attempts end, as _settle.decide_lost decides for each (its parameters come from
 -- _settle.lost_in_bulk): a job whose attempt reached :attempts fails for good, the others wait again;
--- every attempt stays counted. Returns each job's new state.
+-- every attempt stays counted. Returns each job's new state, and its batch.
 -- Repeating jobs are not among them: each is decided apart, as its next time is its rule's.
 UPDATE tinystore_jobs SET
     state = CASE WHEN attempt >= :attempts THEN 'failed' ELSE 'queued' END,
@@ -250,7 +250,7 @@ UPDATE tinystore_jobs SET
     progress = NULL
 WHERE seq IN (SELECT job FROM tinystore_leases WHERE owner = :owner AND queue = :queue)
   AND state = 'running' AND repeat IS NULL
-RETURNING state;
+RETURNING state, batch;
 
 -- name: owner_repeating
 -- The attempts of repeating jobs a dead process held in a queue.
@@ -280,3 +280,54 @@ DELETE FROM tinystore_watched WHERE owner = ?;
 -- name: changes_prune_job
 -- The changes of a job nobody watches any more.
 DELETE FROM tinystore_changes WHERE job = :job AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = :job);
+
+-- name: batch_insert
+-- A new batch, open, with nothing in it yet.
+INSERT INTO tinystore_batches (id, then_queue, then_payload, then_grp, then_priority, created_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: batch_join
+-- Before jobs join a batch: whether it is kept, and closed; its row is locked (on PostgreSQL) until the
+-- transaction ends, so that a close waits for the jobs joining it and a join after a close sees it.
+UPDATE tinystore_batches SET total = total WHERE id = ? RETURNING closed_at;
+
+-- name: batch_grow
+-- Jobs joined a batch.
+UPDATE tinystore_batches SET total = total + ? WHERE id = ?;
+
+-- name: batch_ended
+-- Jobs of a batch ended: its counts, and what adding its then job needs. Its row is locked until the
+-- transaction ends: another transaction ending jobs of it waits, and then reads these counts.
+UPDATE tinystore_batches SET done = done + :done, failed = failed + :failed, cancelled = cancelled + :cancelled
+WHERE id = :id
+RETURNING closed_at, total, done, failed, cancelled, then_seq, then_queue, then_payload, then_grp, then_priority;
+
+-- name: batch_close
+-- No more jobs join a batch (closing it again changes nothing): its counts, as batch_ended returns them.
+UPDATE tinystore_batches SET closed_at = coalesce(closed_at, :now) WHERE id = :id
+RETURNING closed_at, total, done, failed, cancelled, then_seq, then_queue, then_payload, then_grp, then_priority;
+
+-- name: batch_then
+-- A batch's then job was added.
+UPDATE tinystore_batches SET then_seq = ? WHERE id = ?;
+
+-- name: batch_unfail
+-- A failed job of a batch runs again: it is no longer ended, where the batch's then job was not added.
+UPDATE tinystore_batches SET failed = failed - 1 WHERE id = ? AND then_seq IS NULL AND failed > 0;
+
+-- name: job_batch
+-- The batch a job belongs to, or NULL.
+SELECT batch FROM tinystore_jobs WHERE seq = ?;
+
+-- name: job_leave_batch
+-- A job runs again outside the batch whose then job was added already.
+UPDATE tinystore_jobs SET batch = NULL WHERE seq = ?;
+
+-- name: batch_get
+-- A batch: its counts, its then job (id and time it leaves) where added, and its jobs not ended, by state.
+SELECT b.id, b.then_queue, b.closed_at, b.total, b.done, b.failed, b.cancelled, t.id, t.expires,
+    (SELECT count(*) FROM tinystore_jobs WHERE batch = b.id AND state = 'queued' AND at > :now),
+    (SELECT count(*) FROM tinystore_jobs WHERE batch = b.id AND state = 'queued' AND at <= :now),
+    (SELECT count(*) FROM tinystore_jobs WHERE batch = b.id AND state = 'running')
+FROM tinystore_batches b LEFT JOIN tinystore_jobs t ON t.seq = b.then_seq
+WHERE b.id = :id;

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..._options import QueueOptions
-from .._base import Change, JobDetail, JobRow, Lease, Recent, Stats, Step, Watched
+from .._base import BatchRow, Change, JobDetail, JobRow, Lease, Recent, Stats, Step, Watched
 from .._counts import queue_counts
 from .._reads import page_of
 from .executor import Executor
@@ -74,3 +74,8 @@ def was_cancelled(ex: Executor, seq: int) -> bool:
 def step_answer(ex: Executor, seq: int, name: str) -> Optional[str]:
     row = ex.one("step_get", (seq, name))
     return row[0] if row else None
+
+
+def batch(ex: Executor, id: str, now: float) -> Optional[BatchRow]:
+    row = ex.one("batch_get", {"id": id, "now": now})
+    return BatchRow(*row) if row else None

@@ -17,7 +17,7 @@ from ..._options import QueueOptions
 from ..._settle import gives_work
 from ..._transaction import Transaction
 from .._base import Cycle, JobRow, Settlement
-from . import claim, groups, jobs, leases
+from . import batches, claim, groups, jobs, leases
 from .executor import Executor
 
 Notify = Callable[..., None]
@@ -35,8 +35,8 @@ def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now:
     """A cycle's first half: settle, end the leases that ran out; the queue's options as kept, and the
     stale settlements. A backend whose claims of a limited queue take a lock runs the claim apart."""
     opts = groups.options(ex, queue)  # as kept: another process may have changed them
-    stale = leases.settle(ex, queue, opts, settlements, now) if settlements else []
-    expired = leases.end_expired(ex, queue, opts, now)
+    stale = leases.settle(ex, queue, opts, settlements, now, notify) if settlements else []
+    expired = leases.end_expired(ex, queue, opts, now, notify)
     if expired or gives_work(settlements, stale, opts):
         notify(queue)  # jobs requeued, places freed: other processes may claim
     return opts, stale
@@ -86,9 +86,11 @@ def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Opt
     if row is None or row[5] not in ("queued", "running"):
         return None
     job = JobRow(*row)
+    (batch,) = ex.one("job_batch", (job.seq,))
     ex.run("lease_drop", (job.seq,))
     jobs.remove(ex, [job.seq])
     ex.run("cancelled_mark", (job.seq, now))
+    batches.job_ended(ex, batch, "cancelled", now, notify)
     if job.grp is not None:
         groups.recompute(ex, queue, job.grp, groups.options(ex, queue), now)
     notify(queue, job.seq)  # its handler stops, wherever it runs; its place is free
@@ -100,6 +102,7 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
     if row is None or row[5] != "failed" or (row[10] is not None and row[10] <= now):
         return False
     ex.run("job_retry_failed", (now, row[0]))
+    batches.retried(ex, row[0])
     if row[4] is not None:
         ex.lock_groups(queue, [row[4]])
         ex.run("group_add", {"queue": queue, "grp": row[4], "at": now, "seq": row[0], "priority": row[13]})

@@ -32,7 +32,9 @@ queue with limits takes the queue's advisory lock in a short transaction of
 its own. An add inside the application's transaction (``tx=``, ``conn=``)
 takes no queue lock either; where its jobs have a group, their group's lock
 is held until the application commits or rolls back, and claims of that
-group wait for it: keep such transactions short.
+group wait for it; where they join a batch, the batch's row is locked as
+long, and the ends of that batch's jobs (settlements, cancels, a close)
+wait for it: keep such transactions short.
 """
 
 from __future__ import annotations
@@ -55,11 +57,11 @@ from ..._errors import Closed, Conflict, Error, InvalidArgument, Unavailable
 from ..._options import QueueOptions
 from ..._transaction import Transaction
 from .._appconn import driver_connection, join_transaction
-from .._base import (Added, Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener,
-                     Settlement, Stats, Watched)
+from .._base import (Added, Backend, BatchRow, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice,
+                     NoticeListener, Settlement, Stats, Watched)
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
-from .._engine import leases, reads, work
+from .._engine import batches, leases, reads, work
 from .._targets import LOCK_TIMEOUT
 from . import _sql
 from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
@@ -203,7 +205,8 @@ class PostgresBackend(PostgresReads, Backend):
                 if not conn.one(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read
                 ex = PgExecutor(conn)
-                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now):
+                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now,
+                                               self._writer.notify):
                     self._writer.notify(queue)  # their jobs wait again, and their places are free
                 work.leave(ex, other)
                 found += 1
@@ -362,6 +365,16 @@ class PostgresBackend(PostgresReads, Backend):
     def detail(self, seq: int) -> JobDetail:
         with self._read(snapshot=True) as conn:
             return reads.detail(PgExecutor(conn), seq)
+
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+        return self.submit(lambda conn: batches.create(PgExecutor(conn), id, then, queue, now))
+
+    def close_batch(self, id: str, now: float) -> Future:
+        return self.submit(lambda conn: batches.close(PgExecutor(conn), id, now, self._writer.notify))
+
+    def batch(self, id: str, now: float) -> Optional[BatchRow]:
+        with self._read(snapshot=True) as conn:
+            return reads.batch(PgExecutor(conn), id, now)
 
     def cancel(self, queue: str, id: str, now: float) -> Future:
         return self.submit(lambda conn: work.cancel(PgExecutor(conn), queue, id, now, self._writer.notify),

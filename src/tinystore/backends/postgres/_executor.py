@@ -57,7 +57,7 @@ class PgExecutor(Executor):
         written = dict((id, seq) for seq, id in self.all("jobs_insert", {
             "queue": queue, "ids": [j.id for j in jobs], "payloads": [j.payload for j in jobs],
             "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs],
-            "priorities": [j.priority for j in jobs]}))
+            "priorities": [j.priority for j in jobs], "batches": [j.batch for j in jobs]}))
         seqs: list[tuple[Optional[int], bool]] = []
         for job in jobs:  # a batch's second job of an id finds its id taken by the first
             seq = written.pop(job.id, None)
@@ -66,7 +66,7 @@ class PgExecutor(Executor):
 
     def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
         return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat,
-                                       job.priority))[0]
+                                       job.priority, job.batch))[0]
 
     def lock_groups(self, queue: str, grps: Sequence[str]) -> None:
         if grps:

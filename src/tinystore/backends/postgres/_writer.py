@@ -114,9 +114,10 @@ class Writer:
             self._cv.notify()
         return future
 
-    def notify(self, queue: str, job: Optional[int] = None) -> None:
-        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
-        self._notices.notify(queue, job)
+    def notify(self, queue: str, job: Optional[int] = None, wake_source: bool = False) -> None:
+        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job;
+        ``wake_source``: work that whoever asked for the operation must be woken for too."""
+        self._notices.notify(queue, job, wake_source)
 
     def lock(self, conn: PgConn, queue: str) -> None:
         """From inside an operation: take ``queue``'s lock now, where the batch does not hold it yet."""

@@ -34,19 +34,19 @@ ON CONFLICT (queue, minute, part) DO UPDATE SET started = c.started + excluded.s
 -- name: jobs_insert
 -- Add a batch of jobs in one statement, in the order given (seqs are drawn in that order, under the
 -- queue's lock); an id that names a job already adds nothing. Returns the seqs and ids written.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority)
-SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat, t.priority
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority, batch)
+SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat, t.priority, t.batch
 FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[], %(repeats)s::text[],
-            %(priorities)s::int2[])
-     WITH ORDINALITY AS t(id, payload, grp, at, repeat, priority, n)
+            %(priorities)s::int2[], %(batches)s::text[])
+     WITH ORDINALITY AS t(id, payload, grp, at, repeat, priority, batch, n)
 ORDER BY t.n
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq, id;
 
 -- name: job_insert
 -- Add one job, unless its id names one already.
-INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority)
-VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s)
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority, batch)
+VALUES (%s, %s, %s, %s, 'queued', %s, %s, %s, %s)
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq;
 
@@ -392,3 +392,11 @@ SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
        (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);
+
+-- name: jobs_batches
+-- The batches of jobs (an array of seqs) that belong to one.
+SELECT seq, batch FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) AND batch IS NOT NULL;
+
+-- name: batches_delete_then
+-- The batches whose then jobs (an array of seqs) leave.
+DELETE FROM {schema}.batches WHERE then_seq = ANY(%s::bigint[]);

@@ -31,11 +31,11 @@ from ..._options import QueueOptions
 from ..._transaction import Transaction
 from .._appconn import join_transaction
 from .._targets import LOCK_TIMEOUT
-from .._base import (Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener,
-                     Settlement, Stats, Watched)
+from .._base import (Backend, BatchRow, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice,
+                     NoticeListener, Settlement, Stats, Watched)
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
-from .._engine import leases, reads, work
+from .._engine import batches, leases, reads, work
 from . import _appconn, _daily_check, _identity
 from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
@@ -164,7 +164,8 @@ class SQLiteBackend(SQLiteReads, Backend):
             other = row[0]
             if other != owner and not self._here.alive(row, self._lock):
                 ex = SQLiteExecutor(conn)
-                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now):
+                for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now,
+                                               self._writer.notify):
                     self._writer.notify(queue)  # their jobs wait again, and their places are free
                 work.leave(ex, other)
                 dead += 1
@@ -385,6 +386,16 @@ class SQLiteBackend(SQLiteReads, Backend):
     def was_cancelled(self, seq: int) -> bool:
         with self._read() as conn:
             return reads.was_cancelled(SQLiteExecutor(conn), seq)
+
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+        return self.submit(lambda conn: batches.create(SQLiteExecutor(conn), id, then, queue, now))
+
+    def close_batch(self, id: str, now: float) -> Future:
+        return self.submit(lambda conn: batches.close(SQLiteExecutor(conn), id, now, self._writer.notify))
+
+    def batch(self, id: str, now: float) -> Optional[BatchRow]:
+        with self._read() as conn:
+            return reads.batch(SQLiteExecutor(conn), id, now)
 
     def cancel(self, queue: str, id: str, now: float) -> Future:
         return self.submit(lambda conn: work.cancel(SQLiteExecutor(conn), queue, id, now, self._writer.notify),

@@ -108,7 +108,7 @@ class SQLiteExecutor(Executor):
 
 
 def _row(seq: Optional[int], queue: str, job: NewJob) -> tuple:
-    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat, job.priority)
+    return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat, job.priority, job.batch)
 
 
 def _shown(raw_id: object) -> str:

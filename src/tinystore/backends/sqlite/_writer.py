@@ -113,9 +113,10 @@ class Writer:
         """The writer's connection (a forked child keeps it open, see ``_identity``)."""
         return self._conn
 
-    def notify(self, queue: str, job: Optional[int] = None) -> None:
-        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job."""
-        self._notices.notify(queue, job)
+    def notify(self, queue: str, job: Optional[int] = None, wake_source: bool = False) -> None:
+        """From inside an operation: its commit gives ``queue`` work, or (``job``) cancels that job;
+        ``wake_source``: work that whoever asked for the operation must be woken for too."""
+        self._notices.notify(queue, job, wake_source)
 
     def _take(self, limit: int) -> list:
         return [self._pending.popleft() for _ in range(min(len(self._pending), limit))]

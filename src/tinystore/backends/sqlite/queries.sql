@@ -27,8 +27,8 @@ WHERE id = 1 AND floor < :seq AND NOT EXISTS (SELECT 1 FROM tinystore_jobs WHERE
 
 -- name: job_insert
 -- Add a job under a reserved seq, unless its id names one already (then nothing changes).
-INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat, priority)
-VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?)
+INSERT INTO tinystore_jobs (seq, queue, id, payload, grp, state, at, repeat, priority, batch)
+VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)
 ON CONFLICT (queue, id) DO NOTHING;
 
 -- name: job_by_id
@@ -308,3 +308,11 @@ SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
 INSERT INTO tinystore_counts AS c (queue, minute, started, done, failed) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (queue, minute) DO UPDATE SET started = c.started + excluded.started,
     done = c.done + excluded.done, failed = c.failed + excluded.failed;
+
+-- name: jobs_batches
+-- The batches of jobs (a JSON array of seqs) that belong to one.
+SELECT seq, batch FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?)) AND batch IS NOT NULL;
+
+-- name: batches_delete_then
+-- The batches whose then jobs (a JSON array of seqs) leave.
+DELETE FROM tinystore_batches WHERE then_seq IN (SELECT value FROM json_each(?));
