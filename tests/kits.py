@@ -371,6 +371,11 @@ class PostgresKit(Kit):
         import psycopg
         return psycopg.IntegrityError
 
+    def __init__(self, folder: Optional[Path] = None, server: Optional[str] = None):
+        super().__init__(folder)
+        if server is not None:  # a server of the caller's own (the soak's private one): its databases
+            self.SERVER = server
+
     @classmethod
     def owns(cls, target: str) -> bool:
         return target.startswith(("postgresql://", "postgres://"))
