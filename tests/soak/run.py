@@ -27,9 +27,9 @@ files either way.
 After ``--minutes`` the faults stop, the producer is stopped, and the
 workers drain every job still due; then they are stopped with SIGTERM and
 ``soak_check`` checks the witness the children wrote against the store's
-final states (kept in ``finals.json`` too). It prints the figures and each invariant, and exits 0 when
-every invariant held, 1 naming each one violated (2 where the soak itself
-could not run). The run's folder (store, witness, logs, report) is removed
+final states (kept in ``finals.json`` too). It prints the figures and each
+invariant, and exits 0 when every invariant held, 1 naming each one violated
+(2 where the soak itself could not run). The run's folder (store, witness, logs, report) is removed
 after a run that held, unless ``--keep`` or ``--dir``; it is kept, and
 named, after one that did not.
 """

@@ -77,7 +77,10 @@ class PrivateServer:
         self._run(binary("initdb"), "-D", self.data, "-U", "postgres", "-A", "trust", "-E", "UTF8")
         with open(os.path.join(self.data, "postgresql.conf"), "a") as conf:
             conf.write(f"\n# the soak's\nport = {self.port}\nlisten_addresses = '127.0.0.1'\n"
-                       f"unix_socket_directories = ''\nfsync = on\nmax_connections = 200\n")
+                       f"unix_socket_directories = ''\nfsync = on\nmax_connections = 200\n"
+                       # What made a write slow, in the log: a lock waited for past deadlock_timeout (1 s), with
+                       # who held it; a statement that took the server 0.5 s or more.
+                       f"log_lock_waits = on\nlog_min_duration_statement = 500\n")
         self._run(binary("pg_ctl"), "start", "-D", self.data, "-l", self.log, "-w", "-t", "60")
 
     def restart(self, mode: str) -> None:
