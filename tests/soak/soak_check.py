@@ -101,6 +101,7 @@ class Proc:
     frozen: list = field(default_factory=list)    # (from, to, why): no process could write (a stopped writer,
     #                                               a server restart long enough to let leases run out)
     cuts: list = field(default_factory=list)      # (t, what): its PostgreSQL sessions ended (its own, or all)
+    held: list = field(default_factory=list)      # (stop, cont) of its stops that held the write lock
     exit_t: Optional[float] = None
     rc: Optional[int] = None
     died: bool = False
@@ -294,6 +295,7 @@ def build_procs(events: list[dict], records: Iterable[dict] = (), bounds: Bounds
     for p in procs.values():
         for stop in p.stops:
             if "held" in stop[2:]:
+                p.held.append((stop[0], stop[1]))
                 for other in procs.values():
                     if other is not p:
                         other.frozen.append((stop[0], stop[1], f"pid {p.pid} stopped holding the write lock"))
@@ -728,7 +730,7 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
     figures["worker loop stalls >= 0.1s (>= %gs)" % bounds.stall_lease] = (
         f"{len(stalls)} ({len(long_stalls)}), longest {max((c - s for s, c, _ in stalls), default=0):.2f}s; "
         f"{len(foreign)} in a process not stopped itself while another was")
-    held = sorted({(s, c) for q in procs.values() for s, c, why in q.frozen if "stopped" in why})
+    held = sorted((s, c) for p in procs.values() for s, c in p.held)
     figures["SIGSTOPs that held the write lock (froze every worker)"] = (
         f"{len(held)} of {sum(len(p.stops) for p in procs.values())}"
         + (": " + ", ".join(f"{c - s:.1f}s from {rel(s)}" for s, c in held) if held else ""))

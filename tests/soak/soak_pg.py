@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -44,6 +45,21 @@ def binary(name: str) -> str:
         if os.path.exists(os.path.join(folder, name)):
             return os.path.join(folder, name)
     raise FileNotFoundError(f"no {name} on PATH nor in /usr/lib/postgresql/*/bin")
+
+
+def missing() -> Optional[str]:
+    """Why a private server cannot be made here, or None."""
+    try:
+        for name in ("initdb", "pg_ctl"):
+            binary(name)
+    except FileNotFoundError as exc:
+        return str(exc)
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(SERVER_USER)
+        except KeyError:
+            return f"run as root, the private server runs as the user {SERVER_USER!r}, which this machine has not"
+    return None
 
 
 def free_port() -> int:
