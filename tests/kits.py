@@ -246,6 +246,20 @@ class Kit:
         cycle = store._backend.cycle(queue.name, store._ctx.owner, [], want, now).result()
         return ClaimCycle([ClaimedJob(c.id, c.grp) for c in cycle.claimed], cycle.wake_at)
 
+    def claim_attempts(self, store: tinystore.Store, queue: tinystore.Queue, want: int, now: float) -> list[Any]:
+        """Like ``claim_cycle``, and the attempts it claimed as the worker holds them (for ``settle_together``)."""
+        return list(store._backend.cycle(queue.name, store._ctx.owner, [], want, now).result().claimed)
+
+    def settle_together(self, store: tinystore.Store, queue: tinystore.Queue, answers: list[tuple[Any, Any]],
+                        now: float) -> None:
+        """Settle in one claim cycle each (attempt from ``claim_attempts``, answer as its handler returned it:
+        None for OK, ``run.retry(...)``'s ...), as the worker settles the attempts that ended since its last."""
+        from tinystore._ending import decision_of
+        from tinystore.backends._base import Settlement
+        settlements = [Settlement(a.seq, a.attempt, a.grp, decision_of(queue.name, a, answer, queue.options, now)[1])
+                       for a, answer in answers]
+        store._backend.cycle(queue.name, store._ctx.owner, settlements, 0, now).result()
+
     def writer_work(self, store: tinystore.Store) -> Any:
         """A context manager counting the work the store's writer does inside the block, as a number in the
         list it gives, at ``[0]`` (on SQLite, the virtual machine's steps, to the nearest 10; on PostgreSQL,
@@ -381,6 +395,11 @@ class PostgresKit(Kit):
     def IntegrityError(self) -> type[BaseException]:  # type: ignore[override]
         import psycopg
         return psycopg.IntegrityError
+
+    def __init__(self, folder: Optional[Path] = None, server: Optional[str] = None):
+        super().__init__(folder)
+        if server is not None:  # a server of the caller's own (the soak's private one): its databases
+            self.SERVER = server
 
     @classmethod
     def owns(cls, target: str) -> bool:

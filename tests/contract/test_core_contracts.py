@@ -672,6 +672,23 @@ def test_JOB_05_a_late_settlement_after_the_lease_ran_out_and_another_worker_too
     assert (job.state, job.attempt, job.error) == ("failed", 2, "attempt 2 settled it")
 
 
+def test_JOB_05_a_stale_attempt_settled_in_the_same_cycle_as_the_attempt_that_holds_the_lease_changes_nothing(
+        kit, store, clock):
+    # One process claimed the job again (attempt 2) after attempt 1's lease ran out while attempt 1's handler
+    # still ran there: both end before its next cycle, which settles them together (a soak on PostgreSQL
+    # saw a job settled done at attempt 2 by attempt 1's OK, while attempt 2 had asked to run again).
+    q = store.queue("jobs", lease="2s", backoff=("1s", "1s"))
+    q.add({}, id="j")
+    [first] = kit.claim_attempts(store, q, 1, clock.now())
+    clock.advance(5)  # attempt 1's lease ran out: the next cycle ends it and claims the job again
+    [second] = kit.claim_attempts(store, q, 1, clock.now())
+    assert (first.attempt, second.attempt) == (1, 2)
+    kit.settle_together(store, q, [(second, tinystore.Retry(1.0)), (first, None)], clock.now())
+    job = q.get("j")
+    assert job is not None, "attempt 1's late OK settled the job done (and a done job leaves)"
+    assert (job.state, job.attempt) == ("scheduled", 2)  # attempt 2's retry holds
+
+
 # ---------------------------------------------------------------------------
 # JOB-07: backoff 1 s, 2 s, 4 s ... up to the longest wait, +-10 %; then the last error
 

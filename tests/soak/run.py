@@ -1,6 +1,7 @@
 """A soak test of tinystore run the way production runs it: worker processes, a producer, faults.
 
     .venv/bin/python tests/soak/run.py --minutes 10 [--seed 7] [--workers 3] [--rate 50] [--dir DIR]
+    .venv/bin/python tests/soak/run.py --backend postgres [--server URL] ...
 
 This process is the supervisor. It starts ``--workers`` worker processes
 (each opens the store file and calls ``store.serve()`` with handlers for
@@ -13,12 +14,22 @@ worker (it must exit 0 within its grace; then another starts), SIGTERM or
 SIGKILL of the producer (then another starts, with a new id prefix). It
 logs every start, fault and exit, with its time and pid, to ``faults.jsonl``.
 
+On PostgreSQL (``--backend postgres``) the store is a database of its own,
+made for the run and dropped at its end, on a private server that
+``soak_pg.PrivateServer`` makes in the run's folder; the faults then also
+end sessions with ``pg_terminate_backend`` (every session of one worker, or
+every session of the store) and restart the server with ``pg_ctl restart
+-m fast`` or ``-m immediate``. ``--server URL`` makes the store's database on
+that server instead (the shared one of the tests): a server of others is
+never restarted, so only the cuts are added there. The witness stays in
+files either way.
+
 After ``--minutes`` the faults stop, the producer is stopped, and the
 workers drain every job still due; then they are stopped with SIGTERM and
 ``soak_check`` checks the witness the children wrote against the store's
-final states. It prints the figures and each invariant, and exits 0 when
-every invariant held, 1 naming each one violated (2 where the soak itself
-could not run). The run's folder (store, witness, logs, report) is removed
+final states (kept in ``finals.json`` too). It prints the figures and each
+invariant, and exits 0 when every invariant held, 1 naming each one violated
+(2 where the soak itself could not run). The run's folder (store, witness, logs, report) is removed
 after a run that held, unless ``--keep`` or ``--dir``; it is kept, and
 named, after one that did not.
 """
@@ -35,13 +46,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import soak_pg  # noqa: E402
 import tinystore  # noqa: E402
-from soak_check import check, final_reads, read_jsonl, witness_files  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))  # tests/: the kits make and drop PostgreSQL databases
+
+import kits  # noqa: E402
+from soak_check import check, final_reads, read_jsonl, save_finals, witness_files  # noqa: E402
 from soak_plan import GRACE, LEASE, QUEUES, options  # noqa: E402
 
 CHILD = os.path.join(HERE, "soak_child.py")
@@ -69,7 +85,18 @@ class Supervisor:
     def __init__(self, args: argparse.Namespace, folder: str):
         self.args = args
         self.folder = folder
-        self.store_path = os.path.join(folder, "store.db")
+        self.server: Optional[soak_pg.PrivateServer] = None
+        self.kit: Optional[kits.PostgresKit] = None
+        if args.backend == "sqlite":
+            self.target = os.path.join(folder, "store.db")
+        else:
+            if args.server is None:
+                self.server = soak_pg.PrivateServer(folder)
+                self.server.start()
+            self.admin = args.server or self.server.url
+            self.kit = kits.PostgresKit(Path(folder), server=self.admin)
+            self.target = self.kit.new_target("soak")
+            self.database = self.target.rsplit("/", 1)[1]
         self.wdir = os.path.join(folder, "witness")
         self.ldir = os.path.join(folder, "logs")
         os.makedirs(self.wdir, exist_ok=True)
@@ -79,7 +106,11 @@ class Supervisor:
         self.children: list[Child] = []
         self.producers = 0
         self.spawned = 0
-        self.env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # The children import the tinystore this process imported (whatever PYTHONPATH said, relative or not:
+        # they run in the run's folder).
+        path = [os.path.dirname(os.path.dirname(os.path.abspath(tinystore.__file__)))]
+        path += [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(path))
 
     # The log
 
@@ -106,7 +137,7 @@ class Supervisor:
             extra = ["--prefix", prefix, "--rate", str(self.args.rate), "--seed", str(self.args.seed)]
         log = os.path.join(self.ldir, f"{role}-{self.spawned:03d}.log")
         with open(log, "wb") as err:
-            proc = subprocess.Popen([sys.executable, CHILD, role, self.store_path, self.wdir, *extra],
+            proc = subprocess.Popen([sys.executable, CHILD, role, self.target, self.wdir, *extra],
                                     stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT,
                                     env=self.env, cwd=self.folder)
         child = Child(role, proc, os.path.join(self.wdir, f"{role}-{proc.pid}.jsonl"), log, prefix)
@@ -179,9 +210,31 @@ class Supervisor:
 
     # Faults
 
+    def faults(self) -> dict[str, int]:
+        """The faults of this run, with their weights."""
+        kinds = {"kill_worker": 3, "stop_worker": 3, "term_worker": 3, "term_producer": 1, "kill_producer": 1}
+        if self.kit is not None:
+            kinds.update(cut_worker=3, cut_all=2)
+        if self.server is not None:
+            kinds.update(restart_fast=1, restart_immediate=1)
+        return kinds
+
     def fault(self) -> None:
-        kind = self.rng.choices(["kill_worker", "stop_worker", "term_worker", "term_producer", "kill_producer"],
-                                weights=[3, 3, 3, 1, 1])[0]
+        kinds = self.faults()
+        kind = self.rng.choices(list(kinds), weights=list(kinds.values()))[0]
+        if kind == "cut_all":
+            self.log("cut_all")  # the time read before the cut
+            ended = soak_pg.cut(self.admin, self.database)
+            self.log("cut_all_done", sessions=ended)
+            self.say(f"pg_terminate_backend: every session of the store ({ended})")
+            return
+        if kind.startswith("restart"):
+            mode = kind.split("_")[1]
+            self.say(f"pg_ctl restart -m {mode}")
+            self.log("restart", mode=mode)
+            self.server.restart(mode)
+            self.log("restarted", mode=mode)
+            return
         if kind.endswith("producer"):
             c = self.live("producer")[0]
             self.say(f"{'SIGTERM' if kind.startswith('term') else 'SIGKILL'} producer pid {c.pid}")
@@ -190,7 +243,13 @@ class Supervisor:
             return
         workers = self.live("worker")
         c = self.rng.choice(workers)
-        if kind == "kill_worker":
+        if kind == "cut_worker":
+            ports = soak_pg.session_ports(c.pid)
+            self.log("cut", pid=c.pid, role=c.role)
+            ended = soak_pg.cut(self.admin, self.database, ports)
+            self.log("cut_done", pid=c.pid, sessions=ended)
+            self.say(f"pg_terminate_backend: the sessions of worker pid {c.pid} ({ended})")
+        elif kind == "kill_worker":
             self.say(f"SIGKILL worker pid {c.pid}")
             self.kill(c)
             self.spawn("worker")
@@ -205,12 +264,18 @@ class Supervisor:
             os.kill(c.pid, signal.SIGSTOP)
             until = time.monotonic() + pause
             if wait_stopped(c.pid):
-                # A process stopped in the middle of a write holds SQLite's write lock until SIGCONT: then
-                # no process can write (renew, settle, claim), and their leases may run out meanwhile.
-                self.log("stop_lock", pid=c.pid, held=write_lock_held(self.store_path))
+                # A process stopped in the middle of a write holds SQLite's write lock (PostgreSQL: its
+                # queues' locks) until SIGCONT: then no process can write (renew, settle, claim), and their
+                # leases may run out meanwhile.
+                self.log("stop_lock", pid=c.pid, held=self.write_lock_held(c.pid))
             self.sleep_reaping(until - time.monotonic())
             os.kill(c.pid, signal.SIGCONT)
             self.log("cont", pid=c.pid, role=c.role)
+
+    def write_lock_held(self, pid: int) -> bool:
+        if self.kit is None:
+            return write_lock_held(self.target)
+        return soak_pg.holds_queue_lock(self.admin, self.database, soak_pg.session_ports(pid))
 
     def sleep_reaping(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -227,7 +292,7 @@ class Supervisor:
 
     def run(self) -> int:
         args = self.args
-        with tinystore.open(self.store_path) as store:  # the queues' options, kept before any child starts
+        with tinystore.open(self.target) as store:  # the queues' options, kept before any child starts
             for name in QUEUES:
                 store.queue(name, **options(name))
         for _ in range(args.workers):
@@ -256,7 +321,8 @@ class Supervisor:
             self.term(c, final=True, wait=False)
         self.wait_exits(workers)
         self.reap()
-        finals, stats = final_reads(self.store_path, QUEUES)
+        finals, stats = final_reads(self.target, QUEUES)
+        save_finals(self.folder, finals, stats)
         self.flog.flush()
         events, _ = read_jsonl([os.path.join(self.folder, "faults.jsonl")])
         records, bad = read_jsonl(witness_files(self.wdir))
@@ -265,7 +331,7 @@ class Supervisor:
             result.notes.append(f"the drain did not finish within {args.drain_timeout:g}s")
         head = (f"tinystore soak: {args.minutes:g} min, seed {args.seed}, {args.workers} workers, "
                 f"~{args.rate:g} jobs/s, durability full; Python {sys.version.split()[0]}, "
-                f"SQLite {tinystore_sqlite_version()}; {os.cpu_count()} cores\n"
+                f"{self.store_kind()}; {os.cpu_count()} cores\n"
                 f"tinystore: {tinystore_origin()}\nfolder: {self.folder}")
         report = head + "\n" + result.report()
         with open(os.path.join(self.folder, "report.txt"), "w") as f:
@@ -276,7 +342,7 @@ class Supervisor:
     def drain(self) -> bool:
         """Wait until no job is scheduled, waiting or running (the workers, faults off, run them all)."""
         deadline = time.monotonic() + self.args.drain_timeout
-        with tinystore.open(self.store_path) as store:
+        with tinystore.open(self.target) as store:
             while True:
                 self.reap()
                 stats = store.stats()
@@ -289,8 +355,16 @@ class Supervisor:
                     return False
                 time.sleep(0.2)
 
+    def store_kind(self) -> str:
+        if self.kit is None:
+            return f"SQLite {tinystore_sqlite_version()}"
+        where = f"a private server on port {self.server.port}" if self.server else "the server of --server"
+        return (f"PostgreSQL {soak_pg.server_version(self.admin)} ({where}, database {self.database}); "
+                f"faults {', '.join(self.faults())}")
+
     def cleanup(self) -> None:
-        """End every child still running, stopped ones too: only the ones this supervisor started."""
+        """End every child still running, stopped ones too: only the ones this supervisor started; then drop
+        the store's database and remove the private server."""
         for c in self.children:
             if c.proc.returncode is None and c.proc.poll() is None:
                 try:
@@ -300,6 +374,12 @@ class Supervisor:
                     pass
                 c.proc.wait()
         self.flog.close()
+        try:
+            if self.kit is not None:
+                self.kit.cleanup()
+        finally:
+            if self.server is not None:
+                self.server.remove()
 
 
 def wait_stopped(pid: int, timeout: float = 1.0) -> bool:
@@ -370,6 +450,10 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     parser.add_argument("--rate", type=float, default=50.0, help="jobs the producer adds per second (default 50)")
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds the drain may take (default 30)")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                        help="the store's backend (default sqlite); postgres: on a private server, restarted too")
+    parser.add_argument("--server", metavar="URL",
+                        help="postgres: make the store's database on this server (never restarted) instead")
     parser.add_argument("--dir", help="the run's folder (kept); default: a new temporary folder")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder after a run that held")
     parser.add_argument("--quiet", action="store_true", help="print only the report")
@@ -380,21 +464,27 @@ def main() -> int:
     os.makedirs(folder, exist_ok=True)
     if os.listdir(folder):
         parser.error(f"--dir {folder} is not empty")
+    if args.server and args.backend != "postgres":
+        parser.error("--server is for --backend postgres")
 
     def on_signal(sig: int, _frame: object) -> None:
         raise SystemExit(128 + sig)  # the finally below ends the children
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
 
-    sup = Supervisor(args, folder)
+    sup: Optional[Supervisor] = None
     status = 2
     try:
+        sup = Supervisor(args, folder)
         status = sup.run()
     except SoakError as exc:
         print(f"soak could not run: {exc}", file=sys.stderr)
         status = 2
     finally:
-        sup.cleanup()
+        if sup is not None:
+            sup.cleanup()
+        else:
+            soak_pg.stop_left(folder)  # a private server that started before the supervisor could
         if status == 0 and not args.dir and not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
         elif status != 0:

@@ -5,8 +5,10 @@ Inputs, all plain data (so that ``test_soak_check.py`` can feed it broken witnes
 
 - ``records``: every witness line of every child (dicts; see ``soak_child.py``);
 - ``events``: the supervisor's log (``run.py``): ``start``, ``ready``, ``kill``, ``stop``, ``cont``,
-  ``term``, ``exit`` (with ``rc``), ``died``, ``term_timeout``, ``not_ready``, each with ``t`` and ``pid``;
-  ``soak_start``, ``faults_end``, ``drained``, ``drain_timeout``;
+  ``term``, ``exit`` (with ``rc``), ``died``, ``term_timeout``, ``not_ready``, ``cut`` (its PostgreSQL
+  sessions ended), each with ``t`` and ``pid``; ``soak_start``, ``faults_end``, ``drained``,
+  ``drain_timeout``, and on PostgreSQL ``cut_all`` (every session of the store ended), ``restart`` and
+  ``restarted`` (the server's restart began, and the server accepts connections again);
 - ``finals``: ``{job id: {"queue", "state", "attempt", "error"}}`` read from the store after the drain
   (a job the store does not keep is absent).
 
@@ -52,7 +54,8 @@ class Bounds:
     # leases run out: it renews every lease/2 = 1 s, and a stall of more than 1 s leaves a lease
     # unrenewed past its 2 s; half of that leaves room for the renewal's own write. Such a stall
     # counts like a SIGSTOP of the process. (A loop blocks when its process waits for SQLite's write
-    # lock on the loop's thread, held by a process that is stopped in the middle of a write.)
+    # lock on the loop's thread, held by a process that is stopped in the middle of a write.) A server
+    # restart that kept the server away this long counts so for every process: none could renew.
     stall_lease: float = 0.5
 
 
@@ -95,7 +98,10 @@ class Proc:
     terms: list = field(default_factory=list)     # (t, final)
     stops: list = field(default_factory=list)     # [stop t, cont t or INF]
     stalls: list = field(default_factory=list)    # (start, stop) of the loop stalls its witness recorded
-    frozen: list = field(default_factory=list)    # (stop, cont, pid): another process stopped holding the write lock
+    frozen: list = field(default_factory=list)    # (from, to, why): no process could write (a stopped writer,
+    #                                               a server restart long enough to let leases run out)
+    cuts: list = field(default_factory=list)      # (t, what): its PostgreSQL sessions ended (its own, or all)
+    held: list = field(default_factory=list)      # (stop, cont) of its stops that held the write lock
     exit_t: Optional[float] = None
     rc: Optional[int] = None
     died: bool = False
@@ -110,10 +116,12 @@ class Proc:
                 or any(s <= z and c >= a and c - s >= stall for s, c in self.stalls))
 
     def faults_in(self, a: float, z: float, stall: float = INF) -> list[tuple[str, float]]:
-        """The faults that began in [a, z]: signals to it, freezes of the store, its loop's long stalls."""
+        """The faults that began in [a, z]: signals to it, freezes of the store, its loop's long stalls, its
+        sessions cut or the server restarted (either may lose a write in flight: a settlement)."""
         found = [("SIGKILL", t) for t in self.kills] + [("SIGTERM", t) for t, _ in self.terms]
         found += [("SIGSTOP", s) for s, _ in self.stops]
-        found += [(f"freeze (pid {p} stopped holding the write lock)", s) for s, _, p in self.frozen]
+        found += [(f"freeze ({why})", s) for s, _, why in self.frozen]
+        found += self.cuts
         found += [("loop stall", s) for s, c in self.stalls if c - s >= stall]
         return [(k, t) for k, t in found if a <= t <= z]
 
@@ -213,24 +221,43 @@ def final_reads(store_path: str, names: Iterable[str]) -> tuple[dict[str, dict],
     return finals, stats
 
 
+def save_finals(folder: str, finals: dict[str, dict], stats: dict[str, dict]) -> None:
+    """Keep what ``final_reads`` read in the run's folder, ``finals.json`` (a PostgreSQL store is dropped)."""
+    with open(os.path.join(folder, "finals.json"), "w") as f:
+        json.dump({"finals": finals, "stats": stats}, f)
+
+
 def check_folder(folder: str, **kwargs: Any) -> "Result":
     """Check a run's folder again (``run.py --dir``, or one kept after a failure)."""
     events, _ = read_jsonl([os.path.join(folder, "faults.jsonl")])
     records, bad = read_jsonl(witness_files(os.path.join(folder, "witness")))
-    finals, stats = final_reads(os.path.join(folder, "store.db"), QUEUES)
-    return check(records, events, finals, bad_lines=bad, stats=stats, **kwargs)
+    with open(os.path.join(folder, "finals.json")) as f:
+        kept = json.load(f)
+    return check(records, events, kept["finals"], bad_lines=bad, stats=kept["stats"], **kwargs)
 
 
 # Building runs and processes
 
 
-def build_procs(events: list[dict], records: Iterable[dict] = ()) -> dict[int, Proc]:
+def build_procs(events: list[dict], records: Iterable[dict] = (), bounds: Bounds = Bounds()) -> dict[int, Proc]:
     procs: dict[int, Proc] = {}
+    outages: list[tuple[float, float, str]] = []  # restarts that kept the server away stall_lease or more
+    cuts_all: list[float] = []
+    restart: Optional[dict] = None
     for r in records:
         if r.get("ev") == "stall":
             procs.setdefault(r["pid"], Proc(r["pid"])).stalls.append((r["start"], r["stop"]))
     for ev in events:
         pid = ev.get("pid")
+        if ev["ev"] == "cut_all":
+            cuts_all.append(ev["t"])
+        elif ev["ev"] == "restart":
+            restart = ev
+        elif ev["ev"] == "restarted" and restart is not None:
+            if ev["t"] - restart["t"] >= bounds.stall_lease:
+                outages.append((restart["t"], ev["t"], f"the server restarted with -m {restart.get('mode')}"))
+            cuts_all.append(restart["t"])
+            restart = None
         if pid is None:
             continue
         p = procs.setdefault(pid, Proc(pid))
@@ -245,6 +272,8 @@ def build_procs(events: list[dict], records: Iterable[dict] = ()) -> dict[int, P
             p.terms.append((t, bool(ev.get("final"))))
         elif kind == "stop":
             p.stops.append([t, INF])
+        elif kind == "cut":
+            p.cuts.append(("its sessions cut", t))
         elif kind == "cont":
             if p.stops and p.stops[-1][1] == INF:
                 p.stops[-1][1] = t
@@ -261,14 +290,18 @@ def build_procs(events: list[dict], records: Iterable[dict] = ()) -> dict[int, P
         elif kind == "not_ready":
             p.not_ready = True
             p.log_tail = ev.get("log_tail", p.log_tail)
-    # A stop that held SQLite's write lock froze every process: nobody could renew, settle or claim.
+    # A stop that held SQLite's write lock (PostgreSQL: queues' locks) froze every process: nobody could
+    # renew, settle or claim. So did a restart that kept the server away long enough.
     for p in procs.values():
         for stop in p.stops:
             if "held" in stop[2:]:
+                p.held.append((stop[0], stop[1]))
                 for other in procs.values():
                     if other is not p:
-                        other.frozen.append((stop[0], stop[1], p.pid))
+                        other.frozen.append((stop[0], stop[1], f"pid {p.pid} stopped holding the write lock"))
         p.stops = [(stop[0], stop[1]) for stop in p.stops]
+        p.frozen += outages
+        p.cuts += [("every session cut", t) for t in cuts_all]
     return procs
 
 
@@ -331,7 +364,7 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
     """The invariants over the witness, the faults' log and the jobs kept (``finals``); the seventh where
     ``stats``, read with ``finals`` (``final_reads``), is given."""
     queues = queues or QUEUES
-    procs = build_procs(events, records)
+    procs = build_procs(events, records, bounds)
     times = [e["t"] for e in events] + [r["t"] for r in records]
     t_first = min(times) if times else 0.0
     t_start = next((e["t"] for e in events if e["ev"] == "soak_start"), t_first)
@@ -697,10 +730,23 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
     figures["worker loop stalls >= 0.1s (>= %gs)" % bounds.stall_lease] = (
         f"{len(stalls)} ({len(long_stalls)}), longest {max((c - s for s, c, _ in stalls), default=0):.2f}s; "
         f"{len(foreign)} in a process not stopped itself while another was")
-    held = {(s, c, p) for q in procs.values() for s, c, p in q.frozen}
+    held = sorted((s, c) for p in procs.values() for s, c in p.held)
     figures["SIGSTOPs that held the write lock (froze every worker)"] = (
         f"{len(held)} of {sum(len(p.stops) for p in procs.values())}"
-        + (": " + ", ".join(f"{c - s:.1f}s from {rel(s)}" for s, c, _ in sorted(held)) if held else ""))
+        + (": " + ", ".join(f"{c - s:.1f}s from {rel(s)}" for s, c in held) if held else ""))
+    cut = [e for e in events if e["ev"] in ("cut_done", "cut_all_done")]
+    if cut:
+        figures["sessions cut: of one worker / of every process (sessions ended)"] = (
+            f"{sum(e['ev'] == 'cut_done' for e in cut)} ({sum(e['sessions'] for e in cut if e['ev'] == 'cut_done')})"
+            f" / {sum(e['ev'] == 'cut_all_done' for e in cut)}"
+            f" ({sum(e['sessions'] for e in cut if e['ev'] == 'cut_all_done')})")
+    restarts = [(e, nxt) for e, nxt in zip(events, events[1:]) if e["ev"] == "restart" and nxt["ev"] == "restarted"]
+    if restarts:
+        figures["server restarts (time until it accepted connections again)"] = ", ".join(
+            f"-m {e.get('mode')} {nxt['t'] - e['t']:.2f}s at {rel(e['t'])}" for e, nxt in restarts)
+    failed_adds = sum(1 for r in records if r.get("ev") == "add_failed")
+    if failed_adds:
+        figures["adds that raised Unavailable (made again)"] = failed_adds
     for k, v in peaks.items():
         figures[f"peak {k}"] = v
     return Result(inv, figures, notes)

@@ -1,7 +1,9 @@
 """The soak's child processes: a worker serving every queue, or a producer adding jobs.
 
-    python soak_child.py worker STORE WITNESS_DIR
-    python soak_child.py producer STORE WITNESS_DIR --prefix p1 --rate 50 --seed 1
+    python soak_child.py worker TARGET WITNESS_DIR
+    python soak_child.py producer TARGET WITNESS_DIR --prefix p1 --rate 50 --seed 1
+
+TARGET is what ``tinystore.open`` takes: the store's file, or a PostgreSQL URL.
 
 Each writes its witness to ``WITNESS_DIR/<role>-<pid>.jsonl``: one JSON line
 per record, appended with a single ``os.write`` on a descriptor opened with
@@ -26,7 +28,10 @@ woke a sleeping task late: ``start``, ``stop``, ``secs``; see watch_loop),
 ``exit``.
 
 Producer records: ``ready``, ``adding`` (just before ``add``: id, queue,
-plan, group, due time), ``added`` (``add`` returned), ``exit``.
+plan, group, due time), ``add_failed`` (``add`` raised ``Unavailable``: the
+connection was lost or the server restarted; ``error``; the same add is made
+again, with the same id, as README says an application does), ``added``
+(``add`` returned), ``exit``.
 """
 
 from __future__ import annotations
@@ -293,7 +298,7 @@ def def_handler(w: Witness, queue: str) -> Callable[..., Any]:
 def worker(args: argparse.Namespace) -> int:
     w = Witness(os.path.join(args.witness, f"worker-{os.getpid()}.jsonl"))
     watch_loops(w)
-    store = tinystore.open(args.store)
+    store = tinystore.open(args.target)
     for name, spec in QUEUES.items():
         q = store.queue(name, **options(name))
         q.work(async_handler(w, name) if spec["kind"] == "async" else def_handler(w, name))
@@ -308,7 +313,7 @@ def producer(args: argparse.Namespace) -> int:
     w = Witness(os.path.join(args.witness, f"producer-{os.getpid()}.jsonl"))
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))  # finish the add in progress, then exit 0
-    store = tinystore.open(args.store)
+    store = tinystore.open(args.target)
     queues = {name: store.queue(name, **options(name)) for name in QUEUES}
     rng = random.Random(f"{args.seed}/{args.prefix}")
     w.rec("ready", prefix=args.prefix)
@@ -320,7 +325,7 @@ def producer(args: argparse.Namespace) -> int:
         plan, group, at = make_job(rng, name, time.time())
         job_id = f"{args.prefix}-{n:06d}"
         w.rec("adding", id=job_id, q=name, plan=plan, grp=group, at=at)
-        state = queues[name].add(plan, id=job_id, at=at, group=group)
+        state = add(w, queues[name], plan, job_id, at, group)
         w.rec("added", id=job_id, q=name, new=state.added)
         n += 1
         next_at += period
@@ -334,12 +339,24 @@ def producer(args: argparse.Namespace) -> int:
     return 0
 
 
+def add(w: Witness, queue: tinystore.Queue, plan: dict, job_id: str, at: Any, group: Any) -> tinystore.JobState:
+    """``queue.add``, made again with the same id until it returns (its id makes that safe)."""
+    wait = 0.05
+    while True:
+        try:
+            return queue.add(plan, id=job_id, at=at, group=group)
+        except tinystore.Unavailable as exc:
+            w.rec("add_failed", id=job_id, q=queue.name, error=str(exc)[:300])
+            time.sleep(wait)
+            wait = min(wait * 2, 1.0)
+
+
 def main() -> int:
     die_with_parent()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the supervisor asks a hung child where it is
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=["worker", "producer"])
-    parser.add_argument("store")
+    parser.add_argument("target")
     parser.add_argument("witness")
     parser.add_argument("--prefix", default="p1")
     parser.add_argument("--rate", type=float, default=50.0)

@@ -2,9 +2,11 @@
 
 A healthy little soak first (every invariant holds), then one break at a
 time: a lost job, an overlap past a limit, a step run twice, an early
-timeout, a done job run again, a process that died wrong. And the cases the
-checker must not flag: a stalled process's leases running out, a stale claim
-run after the job was done, a store frozen by a stopped writer.
+timeout, a done job run again, a process that died wrong, two live attempts
+after one worker's PostgreSQL sessions were cut. And the cases the checker
+must not flag: a stalled process's leases running out, a stale claim run
+after the job was done, a store frozen by a stopped writer or by a server
+restart, an answer lost to a cut of its process's sessions.
 """
 
 from __future__ import annotations
@@ -388,3 +390,49 @@ def test_a_late_answer_settled_done_is_caught_however_slightly_late():
     assert failing(result) == {5}
     assert "answered after its timeout" in result.report()
     assert "was not stopped" not in result.report()  # a cancel up to 0.5 s late is the loop's, not a bug
+
+
+# PostgreSQL's faults: sessions cut, the server restarted.
+
+
+def test_an_ok_return_lost_to_a_cut_of_its_sessions_soon_after_is_allowed_and_to_another_workers_cut_is_not():
+    s = healthy()
+    s.job("cutok", "thr", attempt=2)
+    s.run(1, "thr", "cutok", 1, 19.0, 19.1, kind="def")
+    s.event("cut", 19.101, 4)  # another worker's sessions: pid 1's settlement was not in flight there
+    s.run(1, "thr", "cutok", 2, 19.5, 19.6, kind="def")
+    assert failing(s.check()) == {2}
+    s.event("cut", 19.102, 1)  # its own: the settlement in flight may have been lost
+    assert_holds(s)
+    s = healthy()
+    s.job("cutall", "thr", attempt=2)
+    s.run(1, "thr", "cutall", 1, 19.0, 19.1, kind="def")
+    s.event("cut_all", 19.101, None)
+    s.run(1, "thr", "cutall", 2, 19.5, 19.6, kind="def")
+    assert_holds(s)
+
+
+def test_two_live_attempts_right_after_a_cut_of_one_workers_sessions_are_caught():
+    # Its leases hold through the cut (it reconnects at once): another process must not take its job.
+    s = healthy()
+    s.job("cut1", "aio", attempt=2)
+    s.run(2, "aio", "cut1", 1, 12.0, 12.5, outcome="conflict")
+    s.event("cut", 12.1, 2)
+    s.run(1, "aio", "cut1", 2, 12.2, 12.3)
+    result = s.check()
+    assert failing(result) == {3}
+    assert "two attempts ran at once" in result.report()
+
+
+@pytest.mark.parametrize("away", [0.3, 2.0])
+def test_a_restart_that_kept_the_server_away_long_enough_excuses_the_leases_it_ran_out(away):
+    s = healthy()
+    s.event("restart", 20.0, None, mode="immediate")
+    s.event("restarted", 20.0 + away, None, mode="immediate")
+    s.job("rs", "conc", attempt=2)
+    s.run(1, "conc", "rs", 1, 19.8, 23.0, outcome="cancelled", cancel_at=23.0)  # its lease could not be renewed
+    s.run(4, "conc", "rs", 2, 22.9, 23.2)
+    result = s.check()
+    # A server away 0.3 s let no lease run out: the overlap and the early cancel are the store's.
+    assert failing(result) == (set() if away >= 0.5 else {3, 5})
+    assert "server restarts" in result.report()

@@ -29,9 +29,11 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     """
     opts = groups.kept(ex, queue, opts)
     tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
-    ended = {seq for (seq,) in ex.all("leases_end_many", tokens)}
-    stale = [s for s in settlements if s.seq not in ended]
-    live = [s for s in settlements if s.seq in ended]
+    # By lease, not by job: a batch may hold two attempts of one job, a stale one (its lease ran out and the
+    # same process claimed the job again while its handler still ran) beside the one that holds the lease.
+    ended = {(seq, attempt) for seq, attempt in ex.all("leases_end_many", tokens)}
+    stale = [s for s in settlements if (s.seq, s.attempt) not in ended]
+    live = [s for s in settlements if (s.seq, s.attempt) in ended]
     members = batches.of(ex, [s.seq for s in live if batches.ending(s.decision)])  # read before done jobs leave
     gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
     if gone:

@@ -33,6 +33,12 @@ _MIGRATIONS: list[tuple[int, str]] = sorted(
 # (JOB-01 within a group, and with concurrency=1).
 PICKS = {"due_ungrouped", "due_in_group"}
 SKIP_LOCKED = "\nFOR UPDATE SKIP LOCKED"
+# Expiries run in every process's claim cycles at once, under no lock: each locks the expired leases it
+# reads and passes over those another transaction holds (an expiry, a settlement, a renewal, a step being
+# kept), which a later cycle ends. Two expiries that waited for each other's rows, taken in different
+# orders, deadlocked; each deadlock held both writers for the server's deadlock_timeout, while leases ran
+# out and gave the next cycles more expiries to fight over.
+PASS_OVER = PICKS | {"leases_expired"}
 
 
 def _key(text: str) -> int:
@@ -58,7 +64,7 @@ class Schema:
         self.fold_key = _key(f"tinystore fold {name}")
         # The NOTIFY channel (an identifier: at most 63 bytes), unique per schema.
         self.channel = f"tinystore_{self.queue_key:08x}_{name}"[:63]
-        self.statements = Statements({query: self.named(sql) + (SKIP_LOCKED if query in PICKS else "")
+        self.statements = Statements({query: self.named(sql) + (SKIP_LOCKED if query in PASS_OVER else "")
                                       for query, sql in _QUERIES.items()})
         self.serial_picks = {query: self.named(_QUERIES[query]) for query in PICKS}  # under the queue's lock
         self.reads = Statements({query: self.named(sql) for query, sql in _READS.items()})  # (_reads)

@@ -100,12 +100,12 @@ INSERT INTO {schema}.leases (job, attempt, queue, owner, expires)
 SELECT seq, attempt, queue, %s, %s FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]);
 
 -- name: leases_end_many
--- End the leases of a batch of attempts (two arrays: jobs, attempts); returns the jobs whose attempt
--- still held its lease (the others are stale, JOB-05).
+-- End the leases of a batch of attempts (two arrays: jobs, attempts); returns the leases (job, attempt)
+-- that were still held (the others' attempts are stale, JOB-05).
 DELETE FROM {schema}.leases AS l
 USING unnest(%(jobs)s::bigint[], %(attempts)s::int[]) AS t(job, attempt)
 WHERE l.job = ANY(%(jobs)s::bigint[]) AND l.job = t.job AND l.attempt = t.attempt
-RETURNING l.job;
+RETURNING l.job, l.attempt;
 
 -- name: jobs_delete_many
 -- Jobs leave the queue.
