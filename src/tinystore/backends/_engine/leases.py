@@ -29,7 +29,7 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     """
     opts = groups.kept(ex, queue, opts)
     tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
-    # By lease, not by job: a batch may hold two attempts of one job, a stale one (its lease ran out and the
+    # By lease, not by job: the settlements of a cycle may hold two attempts of one job, a stale one (its lease ran out and the
     # same process claimed the job again while its handler still ran) beside the one that holds the lease.
     ended = {(seq, attempt) for seq, attempt in ex.all("leases_end_many", tokens)}
     stale = [s for s in settlements if (s.seq, s.attempt) not in ended]
