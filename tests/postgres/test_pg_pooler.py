@@ -10,6 +10,10 @@ is opened on the direct URL, and a table of the test's own, written by the handl
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
 from typing import Any
 
 import psycopg
@@ -48,15 +52,6 @@ def _drain(direct: tinystore.Store, pg: Any) -> set[str]:
     return {job for (job,) in pg.rows("SELECT job FROM {s}.witness")}
 
 
-PREPARED = ("psycopg prepares a statement on the server connection after 5 runs (prepare_threshold), and "
-            "in transaction pooling the next transaction may be on another connection, or another client's "
-            "on this one: 'prepared statement \"_pg3_0\" already exists' / 'does not exist'")
-SESSION = ("open() starts the process's keeper on a pooled connection: its liveness lock (pg_advisory_lock, a "
-           "session lock), its LISTEN and its SETs stay on the server connection after the store closes, held "
-           "for whichever client gets that connection next")
-
-
-@pytest.mark.xfail(strict=True, reason=PREPARED)
 def test_adds_through_pgbouncer_in_transaction_pooling_are_run_by_a_worker_on_the_direct_url(pg, pgbouncer, pooled):
     producers = _producers(pg, pgbouncer)
     added = set()
@@ -66,7 +61,6 @@ def test_adds_through_pgbouncer_in_transaction_pooling_are_run_by_a_worker_on_th
     assert _drain(pooled, pg) == added
 
 
-@pytest.mark.xfail(strict=True, reason=PREPARED)
 def test_get_through_pgbouncer_reads_each_job_as_it_was_added(pg, pgbouncer, pooled):
     ids = [f"j{n}" for n in range(CALLS)]
     pooled.queue("mail").add_many([tinystore.Job({"n": n}, id=i) for n, i in enumerate(ids)])
@@ -78,7 +72,6 @@ def test_get_through_pgbouncer_reads_each_job_as_it_was_added(pg, pgbouncer, poo
     assert producers[0].queue("mail").get("nobody") is None
 
 
-@pytest.mark.xfail(strict=True, reason=PREPARED)
 def test_jobs_through_pgbouncer_pages_through_a_queue(pg, pgbouncer, pooled):
     ids = sorted(f"j{n:02d}" for n in range(3 * CALLS))
     pooled.queue("mail").add_many([tinystore.Job({}, id=i) for i in ids])
@@ -92,7 +85,6 @@ def test_jobs_through_pgbouncer_pages_through_a_queue(pg, pgbouncer, pooled):
             assert seen == ids
 
 
-@pytest.mark.xfail(strict=True, reason=PREPARED)
 def test_stats_through_pgbouncer_counts_the_jobs_of_each_state(pg, pgbouncer, pooled):
     pooled.queue("mail").add_many([{} for _ in range(4)])
     pooled.queue("mail").add({}, delay="1h")
@@ -103,12 +95,13 @@ def test_stats_through_pgbouncer_counts_the_jobs_of_each_state(pg, pgbouncer, po
             assert (mail["waiting"], mail["scheduled"], mail["running"]) == (4, 1, 0)
 
 
-@pytest.mark.xfail(strict=True, reason=PREPARED)
 def test_add_with_the_applications_own_connection_through_pgbouncer_commits_or_rolls_back_with_it(
         pg, pgbouncer, pooled):
     producers = _producers(pg, pgbouncer)
     kept = set()
-    with psycopg.connect(pgbouncer.url) as app:  # the application's connection, through the same pooler
+    # The application's connection, through the same pooler: it prepares nothing (psycopg's advice for
+    # PgBouncer before 1.21), as its own statements would otherwise be prepared on one server connection.
+    with psycopg.connect(pgbouncer.url, prepare_threshold=None) as app:
         app.execute(f'CREATE TABLE "{pg.schema}".orders (n int)')
         app.commit()
         for n in range(CALLS):
@@ -129,10 +122,116 @@ def _advisory_locks(pg: Any) -> set[tuple]:
                        "WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()"))
 
 
-@pytest.mark.xfail(strict=True, reason=SESSION)
 def test_producers_closed_behind_pgbouncer_leave_no_session_lock_on_its_connections(pg, pgbouncer, pooled):
     before = _advisory_locks(pg)  # the direct store's own liveness lock
     for store in _producers(pg, pgbouncer):
         store.queue("mail")
         store.close()
     assert _advisory_locks(pg) == before
+
+
+# Workers: on the direct URL, and refused without one
+
+def _named(url: str, name: str) -> str:
+    """``url`` with an application_name, so that its sessions are told apart in pg_stat_activity."""
+    return f"{url}{'&' if '?' in url else '?'}application_name={name}"
+
+
+def _sessions(pg: Any, name: str) -> int:
+    return pg.rows("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,))[0][0]
+
+
+def _registered(pg: Any) -> list[int]:
+    return [pid for (pid,) in pg.rows("SELECT pid FROM {s}.processes ORDER BY pid")]
+
+
+def test_a_worker_process_opened_on_the_pooler_with_direct_runs_the_jobs_added_through_the_pooler(
+        pg, pgbouncer, pooled, child_env, tmp_path, wait_for):
+    producer = pg.open_at(pgbouncer.url)
+    witness = tmp_path / "witness"
+    locks = _advisory_locks(pg)
+    command = pg.child("worker", "mail", str(witness), "2", "0", "4")
+    command[2] = pgbouncer.url
+    child_env["DIRECT"] = _named(pg.url, "direct-worker")
+    worker = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "serving", worker.stderr.read()
+        # Its liveness lock and LISTEN on the direct URL: one session there, and its registration.
+        assert _sessions(pg, "direct-worker") == 1
+        assert worker.pid in _registered(pg)
+        ids = [producer.queue("mail").add({"n": n}, id=f"one-{n}").id for n in range(10)]
+        ids += [job.id for job in producer.queue("mail").add_many([tinystore.Job({}, id=f"many-{n}") for n in range(10)])]
+        wait_for(lambda: witness.exists() and witness.read_text().count("end ") == len(ids), timeout=30)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, worker.stderr.read()
+    lines = [line.split() for line in witness.read_text().splitlines()]
+    assert sorted(job for what, job, *_ in lines if what == "start") == sorted(ids)  # each ran once
+    assert producer.queue("mail").jobs(limit=100) == []  # done, and kept no longer (dedupe=0)
+    assert worker.pid not in _registered(pg)
+    wait_for(lambda: _sessions(pg, "direct-worker") == 0 and _advisory_locks(pg) == locks)
+
+
+def test_a_worker_given_only_the_pooled_url_is_refused_at_start_in_one_line_naming_host_and_database(
+        pg, pgbouncer, pooled):
+    url = pgbouncer.url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-Pw@")  # trust: ignored
+    store = pg.open_at(url)
+    mail = store.queue("mail")
+    mail.add({}, id="m1")
+    ran = []
+    mail.work(lambda payload, run: ran.append(run.id))
+    said = (f"the store's URL reaches 127.0.0.1:{pgbouncer.port}, database {pgbouncer.dbname!r}, through a "
+            f"connection pooler: workers and watches need a session of their own on the server (a session "
+            f"advisory lock, LISTEN), which a pooler in transaction mode cannot keep; open the store with "
+            f"tinystore.open(url, direct=URL), URL reaching the server without the pooler")
+    for start in (store.run_until_idle, store.serve, store.start, lambda: mail.wait("m1", timeout="1s")):
+        with pytest.raises(tinystore.Error) as refused:
+            start()
+        assert str(refused.value) == said
+    assert ran == [] and mail.get("m1").state == "waiting"
+    assert _registered(pg) == [os.getpid()]  # the direct store's, which made the schema; this one none
+    assert _drain(pooled, pg) == {"m1"}  # the direct store's worker serves the queue all the same
+
+
+def test_a_store_given_direct_connects_there_only_when_it_serves_or_watches(pg, pgbouncer, pooled, wait_for):
+    store = tinystore.open(pgbouncer.url, schema=pg.schema, direct=_named(pg.url, "direct-lazy"))
+    pg.stores.append(store)
+    mail = store.queue("mail")
+    mail.add({}, id="m1")
+    assert mail.get("m1").state == "waiting" and store.stats()["mail"]["waiting"] == 1
+    assert _sessions(pg, "direct-lazy") == 0 and _registered(pg) == [os.getpid()]  # the direct store's only
+
+    mail.work(lambda payload, run: None)
+    store.run_until_idle()
+    assert mail.get("m1") is None  # done, and kept no longer (dedupe=0)
+    assert _sessions(pg, "direct-lazy") == 1 and _registered(pg) == [os.getpid(), os.getpid()]
+    store.close()
+    assert _registered(pg) == [os.getpid()]
+    wait_for(lambda: _sessions(pg, "direct-lazy") == 0)  # the server's backend ends just after the close
+
+
+def test_a_job_watched_through_the_pooler_is_heard_ending_on_the_direct_connection(pg, pgbouncer, pooled):
+    producer = tinystore.open(pgbouncer.url, schema=pg.schema, direct=pg.url)
+    pg.stores.append(producer)
+    producer.queue("mail").add({}, id="m1")
+    pooled.queue("mail").work(lambda payload, run: None)
+    pooled.start()
+    try:
+        state = producer.queue("mail").wait("m1", timeout="20s")
+    finally:
+        pooled.stop()
+    assert state is not None and state.state == "done"
+
+
+def test_a_direct_url_through_a_pooler_or_to_another_database_is_refused_when_a_worker_starts(pg, pgbouncer, pooled):
+    other = re.sub(r"/[^/?]+(\?|$)", r"/postgres\1", pg.url.split("://", 1)[1], count=1)
+    for direct, said in ((pgbouncer.url, f"direct= reaches 127.0.0.1:{pgbouncer.port}, database "
+                                         f"{pgbouncer.dbname!r}, through a connection pooler too"),
+                         (pg.url.split("://", 1)[0] + "://" + other, "which is not the server and database of")):
+        store = tinystore.open(pgbouncer.url, schema=pg.schema, direct=direct)
+        pg.stores.append(store)
+        store.queue("mail").work(lambda payload, run: None)
+        with pytest.raises(tinystore.Error, match=re.escape(said)):
+            store.run_until_idle()
+        store.close()
+    assert _registered(pg) == [os.getpid()]
