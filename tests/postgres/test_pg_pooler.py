@@ -156,9 +156,9 @@ def test_a_worker_process_opened_on_the_pooler_with_direct_runs_the_jobs_added_t
     worker = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline().strip() == "serving", worker.stderr.read()
-        # Its liveness lock and LISTEN on the direct URL: one session there, and its registration.
+        # Registered as it starts serving, with its liveness lock and LISTEN on the direct URL: one session.
+        wait_for(lambda: worker.pid in _registered(pg))
         assert _sessions(pg, "direct-worker") == 1
-        assert worker.pid in _registered(pg)
         ids = [producer.queue("mail").add({"n": n}, id=f"one-{n}").id for n in range(10)]
         ids += [job.id for job in producer.queue("mail").add_many([tinystore.Job({}, id=f"many-{n}") for n in range(10)])]
         wait_for(lambda: witness.exists() and witness.read_text().count("end ") == len(ids), timeout=30)
