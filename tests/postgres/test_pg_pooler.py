@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 import tinystore
+from tinystore.backends.postgres import _sql
 
 CALLS = 8  # per producer: past psycopg's prepare threshold, where it prepares a statement on the server
 
@@ -118,8 +119,12 @@ def test_add_with_the_applications_own_connection_through_pgbouncer_commits_or_r
 
 
 def _advisory_locks(pg: Any) -> set[tuple]:
+    """The advisory locks held of this test's schema (other tests' schemas share the database)."""
+    q = _sql.schema(pg.schema)
+    keys = [q.queue_key, q.live_key, q.group_key, q.fold_key]
     return set(pg.rows("SELECT classid, objid, objsubid FROM pg_locks l JOIN pg_database d ON d.oid = l.database "
-                       "WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database()"))
+                       "WHERE l.locktype = 'advisory' AND l.granted AND d.datname = current_database() "
+                       "AND l.classid::int8 = ANY(%s)", (keys,)))
 
 
 def test_producers_closed_behind_pgbouncer_leave_no_session_lock_on_its_connections(pg, pgbouncer, pooled):
@@ -152,13 +157,13 @@ def test_a_worker_process_opened_on_the_pooler_with_direct_runs_the_jobs_added_t
     locks = _advisory_locks(pg)
     command = pg.child("worker", "mail", str(witness), "2", "0", "4")
     command[2] = pgbouncer.url
-    child_env["DIRECT"] = _named(pg.url, "direct-worker")
+    child_env["DIRECT"] = _named(pg.url, f"worker-{pg.schema}")
     worker = subprocess.Popen(command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline().strip() == "serving", worker.stderr.read()
         # Registered as it starts serving, with its liveness lock and LISTEN on the direct URL: one session.
         wait_for(lambda: worker.pid in _registered(pg))
-        assert _sessions(pg, "direct-worker") == 1
+        assert _sessions(pg, f"worker-{pg.schema}") == 1
         ids = [producer.queue("mail").add({"n": n}, id=f"one-{n}").id for n in range(10)]
         ids += [job.id for job in producer.queue("mail").add_many([tinystore.Job({}, id=f"many-{n}") for n in range(10)])]
         wait_for(lambda: witness.exists() and witness.read_text().count("end ") == len(ids), timeout=30)
@@ -169,7 +174,7 @@ def test_a_worker_process_opened_on_the_pooler_with_direct_runs_the_jobs_added_t
     assert sorted(job for what, job, *_ in lines if what == "start") == sorted(ids)  # each ran once
     assert producer.queue("mail").jobs(limit=100) == []  # done, and kept no longer (dedupe=0)
     assert worker.pid not in _registered(pg)
-    wait_for(lambda: _sessions(pg, "direct-worker") == 0 and _advisory_locks(pg) == locks)
+    wait_for(lambda: _sessions(pg, f"worker-{pg.schema}") == 0 and _advisory_locks(pg) == locks)
 
 
 def test_a_worker_given_only_the_pooled_url_is_refused_at_start_in_one_line_naming_host_and_database(
@@ -194,20 +199,20 @@ def test_a_worker_given_only_the_pooled_url_is_refused_at_start_in_one_line_nami
 
 
 def test_a_store_given_direct_connects_there_only_when_it_serves_or_watches(pg, pgbouncer, pooled, wait_for):
-    store = tinystore.open(pgbouncer.url, schema=pg.schema, direct=_named(pg.url, "direct-lazy"))
+    store = tinystore.open(pgbouncer.url, schema=pg.schema, direct=_named(pg.url, f"lazy-{pg.schema}"))
     pg.stores.append(store)
     mail = store.queue("mail")
     mail.add({}, id="m1")
     assert mail.get("m1").state == "waiting" and store.stats()["mail"]["waiting"] == 1
-    assert _sessions(pg, "direct-lazy") == 0 and _registered(pg) == [os.getpid()]  # the direct store's only
+    assert _sessions(pg, f"lazy-{pg.schema}") == 0 and _registered(pg) == [os.getpid()]  # the direct store's only
 
     mail.work(lambda payload, run: None)
     store.run_until_idle()
     assert mail.get("m1") is None  # done, and kept no longer (dedupe=0)
-    assert _sessions(pg, "direct-lazy") == 1 and _registered(pg) == [os.getpid(), os.getpid()]
+    assert _sessions(pg, f"lazy-{pg.schema}") == 1 and _registered(pg) == [os.getpid(), os.getpid()]
     store.close()
     assert _registered(pg) == [os.getpid()]
-    wait_for(lambda: _sessions(pg, "direct-lazy") == 0)  # the server's backend ends just after the close
+    wait_for(lambda: _sessions(pg, f"lazy-{pg.schema}") == 0)  # the server's backend ends just after the close
 
 
 def test_a_job_watched_through_the_pooler_is_heard_ending_on_the_direct_connection(pg, pgbouncer, pooled):
