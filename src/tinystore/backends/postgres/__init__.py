@@ -221,8 +221,13 @@ class PostgresBackend(PostgresReads, Backend):
             conn.execute(q.process_insert, row)
             if not self._where.pooled:
                 conn.execute(q.writer_name, (owner, q.name))
-        self._keeper = keeper  # close() lets go of it, should the insert fail
-        self.submit(insert).result()
+        self._keeper = keeper
+        try:
+            self.submit(insert).result()
+        except BaseException:  # not registered: a later start tries again (at open, the store is closed)
+            self._keeper = None
+            keeper.close()
+            raise
         if self._on_error is not None:
             keeper.listen(self._on_notice, self._on_error)  # type: ignore[arg-type]
 
