@@ -6,6 +6,11 @@ clients, which share them transaction by transaction, as an application's proces
 few: two producer stores are opened through it, as two processes of the application (each with its
 own connections), and called in turn, each call more than psycopg's prepare threshold (5) times. The store whose worker runs the jobs
 is opened on the direct URL, and a table of the test's own, written by the handler, witnesses what ran.
+
+Workers: a worker process opened on the pooler's URL with ``direct=`` (``child.py``, ``DIRECT``) registers
+on the direct URL as it starts serving and runs the jobs added through the pooler; a store opened with
+``direct=`` connects there only once it serves or watches; without ``direct=`` every way of serving, and a
+watch, is refused in one line naming the pooler's host and database, never the password.
 """
 
 from __future__ import annotations
