@@ -123,6 +123,25 @@ def test_add_with_the_applications_own_connection_through_pgbouncer_commits_or_r
     assert pg.rows("SELECT count(*) FROM {s}.orders") == [(2 * CALLS,)]
 
 
+def test_store_transaction_through_pgbouncer_commits_its_rows_and_jobs_or_neither(pg, pgbouncer, pooled):
+    producers = _producers(pg, pgbouncer)
+    pg.rows('CREATE TABLE {s}.orders (n int)')
+    kept = set()
+    for n in range(CALLS):
+        for k, store in enumerate(producers):
+            with store.transaction() as tx:
+                tx.execute(f'INSERT INTO "{pg.schema}".orders VALUES (%s)', (n,))
+                store.queue("mail").add({"n": n}, id=f"kept-{k}-{n}", tx=tx)
+                # lock_timeout (30 s unless open says otherwise) set for this transaction alone: no session's
+                assert store.query("SHOW lock_timeout") == [("30s",)]
+            kept.add(f"kept-{k}-{n}")
+            with pytest.raises(ZeroDivisionError), store.transaction() as tx:
+                store.queue("mail").add({"n": n}, id=f"undone-{k}-{n}", tx=tx)
+                1 / 0
+    assert _drain(pooled, pg) == kept
+    assert pg.rows("SELECT count(*) FROM {s}.orders") == [(2 * CALLS,)]
+
+
 def _advisory_locks(pg: Any) -> set[tuple]:
     """The advisory locks held of this test's schema (other tests' schemas share the database)."""
     q = _sql.schema(pg.schema)
@@ -138,6 +157,31 @@ def test_producers_closed_behind_pgbouncer_leave_no_session_lock_on_its_connecti
         store.queue("mail")
         store.close()
     assert _advisory_locks(pg) == before
+
+
+def test_producers_behind_pgbouncer_leave_no_setting_and_no_prepared_statement_on_its_connections(
+        pg, pgbouncer, pooled):
+    producers = [tinystore.open(pgbouncer.url, schema=pg.schema, durability="normal", lock_timeout="5s")
+                 for _ in range(2)]
+    pg.stores.extend(producers)
+    for n in range(CALLS):
+        for k, store in enumerate(producers):
+            store.queue("mail").add({}, id=f"p{k}-{n}")
+            with store.transaction() as tx:
+                store.queue("mail").add({}, id=f"tx{k}-{n}", tx=tx)
+                assert store.query("SHOW synchronous_commit") == [("off",)]  # durability="normal", this once
+    seen = []
+    clients = [psycopg.connect(pgbouncer.url, prepare_threshold=None) for _ in range(2)]
+    try:  # both in a transaction at once: each holds one of the pooler's two server connections
+        for client in clients:
+            seen.append(client.execute("SELECT current_setting('lock_timeout'), current_setting('synchronous_commit'), "
+                                       "(SELECT count(*) FROM pg_prepared_statements), pg_backend_pid()").fetchone())
+    finally:
+        for client in clients:
+            client.close()
+    assert len({pid for *_, pid in seen}) == 2
+    defaults = pg.rows("SELECT current_setting('lock_timeout'), current_setting('synchronous_commit')")[0]
+    assert [row[:3] for row in seen] == [(*defaults, 0)] * 2 and defaults[1] != "off"
 
 
 # Workers: on the direct URL, and refused without one

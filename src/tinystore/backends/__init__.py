@@ -38,8 +38,9 @@ def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_time
     database that reaches the server itself, where ``target`` reaches it through a pooler)."""
     if isinstance(target, str) and target.startswith(URL_SCHEMES):
         if direct is not None and not is_url(direct):
-            raise InvalidArgument(f"direct= must be a postgresql:// or postgres:// URL of the store's database, "
-                                  f"not a {type(direct).__name__} that is none")  # not shown: it may hold a password
+            # Not shown: text that is no URL may be a connection string with a password in it.
+            raise InvalidArgument(f"direct= must be a postgresql:// or postgres:// URL of the store's database; "
+                                  f"the {type(direct).__name__} given is not one")
         return _postgres(target, durability, lock_timeout, schema, direct)
     if schema is not None:
         raise InvalidArgument(f"schema={schema!r} is for a PostgreSQL URL; a SQLite store is one file")

@@ -6,7 +6,9 @@ ask for. A connection through a pooler in transaction mode (``Where.pooled``)
 keeps no session state: nothing is prepared on it and nothing is SET for
 its session; each transaction sets what it needs for itself (``begin``), as
 its next transaction may be on another server connection, and the server
-connection it had goes on to the pooler's next client. Errors are translated at the boundary (``translated``): a server
+connection it had goes on to the pooler's next client.
+
+Errors are translated at the boundary (``translated``): a server
 that cannot be reached or refuses at open is a ``tinystore.Error`` naming
 host, port and database (never the password); a connection lost or a server
 restarting during work is ``Unavailable``, which background tasks retry;
