@@ -403,6 +403,21 @@ def test_open_refuses_an_unknown_durability_naming_it(store_path):
     assert not os.path.exists(store_path)
 
 
+def test_open_refuses_direct_for_a_sqlite_store_and_creates_nothing(tmp_path):
+    path = tmp_path / "jobs.db"
+    with pytest.raises(tinystore.InvalidArgument, match="direct= is for a PostgreSQL URL behind a pooler"):
+        tinystore.open(path, direct="postgresql://app@db/app")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("direct", ["host=db password=s3cret-Pw", 5432, b"postgresql://app@db/app"])
+def test_open_refuses_a_direct_that_is_no_postgresql_url_without_showing_it(direct):
+    # Refused before any connection: the store's URL names a port nothing listens on.
+    with pytest.raises(tinystore.InvalidArgument, match="direct= must be a postgresql:// or postgres:// URL") as refused:
+        tinystore.open("postgresql://app@127.0.0.1:1/app", direct=direct)
+    assert "s3cret" not in str(refused.value)
+
+
 def test_migrations_are_versioned_in_tinystore_migrations_and_each_is_applied_once(store_path, open_store):
     def migrations() -> list[tuple]:
         conn = sqlite3.connect(store_path)

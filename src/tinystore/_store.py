@@ -45,12 +45,20 @@ KEPT: Any = _Kept()
 
 
 def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None,
-         lock_timeout: Any = LOCK_TIMEOUT, schema: Optional[str] = None) -> "Store":
+         lock_timeout: Any = LOCK_TIMEOUT, schema: Optional[str] = None, direct: Optional[str] = None) -> "Store":
     """Open the store in a SQLite file, or in a PostgreSQL database given by its URL
     (``postgresql://user@host:5432/db``), creating the file and tinystore's tables where absent.
 
     On PostgreSQL tinystore's tables are in their own schema: ``tinystore``,
     or ``schema`` where given; the application's tables are never touched.
+
+    Behind a pooler in transaction mode (PgBouncer), ``target`` is the
+    pooler's URL, which adds, reads and the application's transactions use,
+    and ``direct`` a URL of the same database that reaches the server
+    itself, for what needs a session of its own (a worker's liveness lock,
+    LISTEN), connected to only when a worker starts or a job is watched. A
+    pooler is also found without ``direct``; a worker or a watch is then
+    refused, saying so.
 
     ``durability="full"`` (the default) syncs every commit to the disk, so a
     power cut loses nothing that ``add`` returned; "normal" may lose the last
@@ -63,7 +71,7 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
     lock_timeout = parse_duration(lock_timeout, "lock_timeout")
     if durability not in DURABILITY:
         raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
-    backend = open_backend(target, durability=durability, lock_timeout=lock_timeout, schema=schema)
+    backend = open_backend(target, durability=durability, lock_timeout=lock_timeout, schema=schema, direct=direct)
     return Store(backend, clock or Clock())
 
 
@@ -334,6 +342,7 @@ class Store:
         served = self._served(None)
         if not served:
             return
+        self._backend.serving()
         if not _loop_running():
             asyncio.run(Worker(self._ctx, served).run_until_idle())
             return
@@ -352,6 +361,7 @@ class Store:
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InvalidArgument(f"workers={workers!r} must be an int of at least 1")
         grace = parse_duration(grace, "grace")
+        self._backend.serving()
         loop = asyncio.get_running_loop()
         worker = Worker(self._ctx, served, workers, grace, maintain_every=MAINTAIN_EVERY)
         if handle_signals:
@@ -400,7 +410,8 @@ class Store:
         self._ctx.check_open()
         if self._background is not None:
             raise InvalidArgument("this store is already serving in the background")
-        self._served(queues)  # refuse bad queues here, not in the thread
+        self._served(queues)  # refuse bad queues, and a store that cannot serve, here, not in the thread
+        self._backend.serving()
         ready = threading.Event()
 
         async def serve() -> None:

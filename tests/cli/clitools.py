@@ -1,7 +1,8 @@
 """The real ``tinystore`` command in child processes, and an application module for its workers.
 
 ``app`` writes ``app_jobs.py`` into the test's folder: a store on the file
-named by TINYSTORE_TEST_DB and handlers that write a witness line (to a file,
+named by TINYSTORE_TEST_DB (a URL, with TINYSTORE_TEST_DIRECT as ``direct=``
+where set) and handlers that write a witness line (to a file,
 then to stdout) when they start and finish. A ``gated`` handler then waits
 for a byte on a pipe the test holds, so a test decides when it ends, and no
 test sleeps to wait for a child: it waits for the line the child prints or logs.
@@ -37,7 +38,7 @@ import os
 
 import tinystore
 
-store = tinystore.open(os.environ["TINYSTORE_TEST_DB"])
+store = tinystore.open(os.environ["TINYSTORE_TEST_DB"], direct=os.environ.get("TINYSTORE_TEST_DIRECT"))
 GATE = int(os.environ.get("TINYSTORE_TEST_GATE", "-1"))
 OPTIONS = {options!r}
 

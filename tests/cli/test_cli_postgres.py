@@ -417,6 +417,37 @@ def test_a_worker_whose_module_cannot_reach_the_store_is_refused_without_the_pas
                            f"server at 127.0.0.1:{port}, database 'jobs'"), worker.err
 
 
+def test_a_worker_on_a_poolers_url_serves_with_direct_and_without_it_exits_1_naming_the_pooler(
+        pg_app: PgApp) -> None:
+    from pgbouncer import BINARY, PgBouncer  # tests/pgbouncer.py: PgBouncer in transaction pooling mode
+
+    if not os.path.exists(BINARY):
+        _unavailable(f"no pgbouncer at {BINARY} (set PGBOUNCER)")
+    pooler = PgBouncer(pg_app.db)
+    try:
+        pg_app.env["TINYSTORE_TEST_DB"] = pooler.url.replace("://postgres@", f"://postgres:{pg_app.password}@")
+        refused = pg_app.worker("--queues", "echo")
+        assert refused.wait() == 1
+        last = [line for line in refused.err if line][-1]
+        assert f"worker {refused.pid} stopped: the store's URL reaches 127.0.0.1:{pooler.port}, database " \
+               f"'{pg_app.dbname}', through a connection pooler: workers and watches need a session of their " \
+               f"own on the server" in last, refused.err
+        assert pg_app.others_registered() == []
+
+        pg_app.env["TINYSTORE_TEST_DIRECT"] = pg_app.db
+        worker = pg_app.serving("--queues", "echo")
+        added = pg_app.cli("add", pooler.url, "echo", "{}", "--id", "e1")  # through the pooler too
+        assert added.returncode == 0, added.stderr
+        worker.wait_for("ran echo e1 1")
+        assert [pid for pid, host in pg_app.others_registered()] == [worker.pid]
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+        assert pg_app.witnessed() == ["ran echo e1 1"]
+        assert pg_app.others_registered() == []
+    finally:
+        pooler.close()
+
+
 def test_a_url_spelled_out_in_the_applications_source_is_not_printed_in_its_traceback(pg_app: PgApp) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,12 +9,17 @@ results`` reads them back through Django's ``TaskResult``.
 
 from __future__ import annotations
 
+import os
 import signal
 from datetime import datetime
+from pathlib import Path
 
+import pytest
+
+import kits
 import tinystore
 from djangotools import Shop, wait_until
-from helpers import stderr_of, wait_child
+from helpers import django_python, stderr_of, wait_child
 
 
 def test_a_task_commits_with_the_rows_of_its_atomic_block_and_a_rolled_back_one_leaves_neither(shop: Shop) -> None:
@@ -106,3 +111,37 @@ def test_tasks_enqueued_with_priorities_run_highest_priority_first_and_keep_thei
         store.close()
     ran = [receipt for _, _, receipt in shop.manage("shop", "orders")]
     assert ran == ["urgent", "high", "plain-1", "plain-2", "low", "lowest"]
+
+
+def test_tasks_enqueued_through_a_pooler_are_run_by_a_worker_given_direct_and_refused_without(tmp_path: Path) -> None:
+    from pgbouncer import BINARY, PgBouncer  # tests/pgbouncer.py: PgBouncer in transaction pooling mode
+
+    if not os.path.exists(BINARY):
+        pytest.skip(f"no pgbouncer at {BINARY} (set PGBOUNCER)")
+    python = django_python()
+    kit = kits.KITS["postgres"](tmp_path)
+    try:
+        direct = kit.new_target("django")
+        pooler = PgBouncer(direct)
+        try:
+            shop = Shop(python, pooler.url)  # Django's connection, and the tasks enqueued, go through the pooler
+            shop.manage("migrate", "--verbosity", "0")
+            enqueued = shop.manage("shop", "enqueue")
+            refused = shop.refused("tinystore_worker", "--grace", "5s")
+            assert f"the store's URL reaches 127.0.0.1:{pooler.port}, database {pooler.dbname!r}, through a " \
+                   f"connection pooler" in refused, refused
+
+            shop.env["SHOP_DIRECT"] = direct  # OPTIONS["direct"]
+            worker = shop.start("tinystore_worker", "--grace", "5s")
+            try:
+                wait_until(lambda: shop.manage("shop", "orders") == [[1, 120, "receipt for 120"]],
+                           "the worker ran the committed task, whose row it wrote through the pooler")
+            finally:
+                worker.send_signal(signal.SIGTERM)
+                assert wait_child(worker) == 0, stderr_of(worker)
+            results = shop.manage("shop", "results", enqueued["committed"])
+            assert results[enqueued["committed"]]["status"] == "SUCCESSFUL"
+        finally:
+            pooler.close()
+    finally:
+        kit.cleanup()

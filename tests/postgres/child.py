@@ -1,4 +1,5 @@
-"""A child process on a PostgreSQL store: ``child.py URL SCHEMA ROLE [ARGS...]``.
+"""A child process on a PostgreSQL store: ``child.py URL SCHEMA ROLE [ARGS...]``; ``DIRECT`` in the
+environment, where set, is ``open``'s ``direct=`` (URL is then a pooler's).
 
 Roles:
 - ``open``: open the store (migrating it), print "opened", close.
@@ -22,7 +23,7 @@ import tinystore
 
 def main() -> None:
     url, schema, role, *args = sys.argv[1:]
-    store = tinystore.open(url, schema=schema)
+    store = tinystore.open(url, schema=schema, direct=os.environ.get("DIRECT"))
     if role == "open":
         print("opened", flush=True)
         store.close()

@@ -107,7 +107,7 @@ def wait_for() -> Callable[..., Any]:
 
 @pytest.fixture
 def pgbouncer(pg_url: str) -> Iterator[Any]:
-    """A PgBouncer in transaction pooling mode in front of the test server (``pgbouncer.py``); ``.url``."""
+    """A PgBouncer in transaction pooling mode in front of the test server (``tests/pgbouncer.py``); ``.url``."""
     from pgbouncer import BINARY, PgBouncer
 
     if not os.path.exists(BINARY):

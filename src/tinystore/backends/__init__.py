@@ -32,13 +32,21 @@ SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float,
-                 schema: Optional[str] = None) -> Backend:
+                 schema: Optional[str] = None, direct: Optional[str] = None) -> Backend:
     """The backend for ``target``: a SQLite file path (created where absent), or a PostgreSQL URL
-    (``schema``: where tinystore's tables are, ``tinystore`` unless given)."""
+    (``schema``: where tinystore's tables are, ``tinystore`` unless given; ``direct``: a URL of the same
+    database that reaches the server itself, where ``target`` reaches it through a pooler)."""
     if isinstance(target, str) and target.startswith(URL_SCHEMES):
-        return _postgres(target, durability, lock_timeout, schema)
+        if direct is not None and not is_url(direct):
+            # Not shown: text that is no URL may be a connection string with a password in it.
+            raise InvalidArgument(f"direct= must be a postgresql:// or postgres:// URL of the store's database; "
+                                  f"the {type(direct).__name__} given is not one")
+        return _postgres(target, durability, lock_timeout, schema, direct)
     if schema is not None:
         raise InvalidArgument(f"schema={schema!r} is for a PostgreSQL URL; a SQLite store is one file")
+    if direct is not None:
+        raise InvalidArgument(f"direct= is for a PostgreSQL URL behind a pooler; a SQLite store is one file, "
+                              f"opened directly")
     path = _path(target)
     try:
         from .sqlite import SQLiteBackend  # imported here: a backend's driver loads only when it is used
@@ -48,7 +56,8 @@ def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_time
         raise Error(f"cannot open the store {os.path.abspath(path)}: {exc.strerror or exc}{where}") from exc
 
 
-def _postgres(url: str, durability: str, lock_timeout: float, schema: Optional[str]) -> Backend:
+def _postgres(url: str, durability: str, lock_timeout: float, schema: Optional[str],
+              direct: Optional[str] = None) -> Backend:
     schema = "tinystore" if schema is None else schema
     if not isinstance(schema, str) or not SCHEMA_NAME.fullmatch(schema):
         raise InvalidArgument(f"schema={schema!r} must match [a-z_][a-z0-9_]{{0,62}}")
@@ -57,7 +66,7 @@ def _postgres(url: str, durability: str, lock_timeout: float, schema: Optional[s
     except ImportError as exc:
         raise Error(f"a PostgreSQL store needs psycopg 3 and its pool: pip install \"tinystore[postgres]\" "
                     f"({exc})") from exc
-    return PostgresBackend(url, schema, durability, lock_timeout)
+    return PostgresBackend(url, schema, durability, lock_timeout, direct)
 
 
 def _path(target: Any) -> str:

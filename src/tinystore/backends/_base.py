@@ -237,6 +237,11 @@ class Backend(Reads, ABC):
         """Register this process as alive, and end the leases of every process found dead (DUR-03).
         Returns this process's owner id, which every lease it takes names."""
 
+    def serving(self) -> None:
+        """Before a worker serves: make what holding leases needs where it is not made yet (on PostgreSQL
+        behind a pooler, the process's registration on its direct connection); raise ``Error`` saying why
+        where this store cannot serve."""
+
     @abstractmethod
     def end_dead(self, now: float) -> int:
         """End now the leases of every registered process that is no longer alive (DUR-03), as

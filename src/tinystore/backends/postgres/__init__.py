@@ -17,6 +17,24 @@ tinystore's own), the keeper's (liveness lock and LISTEN), and a small pool
 of readers (reads in autocommit; ``store.transaction()`` holds one for its
 block on the thread that opened it).
 
+Behind a pooler: a store whose URL reaches the server through a pooler in
+transaction mode (PgBouncer), found at open (``_connection.behind_pooler``)
+or said by ``direct=`` (a second URL, which reaches the server itself), keeps
+no session state on the pooled connections (``_connection.begin``). Its
+writer and readers use the pooled URL: adds, reads, the application's
+transactions, and claims and settlements too (they need nothing of a
+session). What needs a session of its own (the keeper: the liveness lock,
+LISTEN) is made on the direct URL, and only when it is first needed: when
+a worker starts, a job is watched, or other processes' commits are to be
+heard (``serving``). Until then the process holds no lease and watches
+nothing, so it is not registered (its owner id is drawn all the same, and
+names its notices); a process of producers only never connects directly.
+Without ``direct=`` a worker or a watch is refused with one error saying so.
+A registration made this way has no writer's session named by it (its
+writer is pooled), so a process whose keeper connection alone was lost may
+be found dead meanwhile: it registers again as it reconnects, as after
+being found dead.
+
 Durability (``tinystore.open(durability=)``): "full" commits with
 ``synchronous_commit = on`` (the server has the commit on disk, and on its
 synchronous standbys where configured, before ``add`` returns); "normal" and
@@ -64,7 +82,8 @@ from .._engine import jobs as _engine_jobs
 from .._engine import batches, leases, reads, work
 from .._targets import LOCK_TIMEOUT
 from . import _sql
-from ._connection import PgConn, Where, configure, connect, is_connection_error, raise_translated, translated
+from ._connection import (PgConn, Where, begin, behind_pooler, configure, connect, dial, is_connection_error,
+                          raise_translated, translated)
 from ._executor import PgExecutor
 from ._keeper import Keeper
 from ._reads import PostgresReads
@@ -80,24 +99,32 @@ log = logging.getLogger("tinystore.store")
 
 class PostgresBackend(PostgresReads, Backend):
     def __init__(self, url: str, schema: str = "tinystore", durability: str = "full",
-                 lock_timeout: float = LOCK_TIMEOUT):
+                 lock_timeout: float = LOCK_TIMEOUT, direct: Optional[str] = None):
         if durability not in DURABILITY:
             raise InvalidArgument(f"durability={durability!r} must be one of {', '.join(DURABILITY)}")
         self._where = Where(url, schema)
+        self._direct = Where(direct, schema) if direct is not None else None  # the keeper's, behind a pooler
         self.location = self._where.location
         self.q = _sql.schema(schema)
         self._durability = durability
         self._lock_timeout = lock_timeout
         self._pid = os.getpid()
         self._owner: Optional[int] = None
+        self._registration: Optional[tuple] = None  # the processes row, written when the keeper is made
         self._keeper: Optional[Keeper] = None
+        self._keeping = threading.Lock()  # one keeper, made at register or, behind a pooler, when first needed
+        self._on_error: Optional[FailureListener] = None
         self._closed = False
         self._on_notice: NoticeListener = lambda notice: None
         self._local = threading.local()
         self._adopted: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
         self._watching: set[int] = set()  # the jobs this process watches (see _keeper)
-        conn = connect(self._where, durability, lock_timeout, opening=True)
+        conn = dial(self._where, opening=True)
         try:
+            self._where.pooled = direct is not None or behind_pooler(conn)
+            if self._where.pooled:
+                conn.prepare_threshold = None  # (the pool's and the writer's connections are made so)
+            configure(conn, durability, lock_timeout, self._where.pooled)
             self._migrate(conn)
         except psycopg.Error as exc:
             conn.close()
@@ -107,12 +134,13 @@ class PostgresBackend(PostgresReads, Backend):
             conn.close()
             raise
         self._server = self._identity(conn)
+        self._begin = begin(self._where, durability, lock_timeout)
         self._writer = Writer(self._writer_connection, self._where, lambda notice: self._on_notice(notice),
-                              PgConn(conn, self.q))
+                              PgConn(conn, self.q), self._begin)
         self._pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, open=True, name=f"tinystore-{schema}",
             kwargs={"autocommit": True, **self._where.connect_kwargs()},
-            configure=lambda c: configure(c, durability, lock_timeout),
+            configure=lambda c: configure(c, durability, lock_timeout, self._where.pooled),
             check=ConnectionPool.check_connection, timeout=max(1.0, min(lock_timeout, 30.0)))
 
     # Lifecycle
@@ -144,7 +172,8 @@ class PostgresBackend(PostgresReads, Backend):
 
     def _writer_connection(self) -> PgConn:
         conn = self._raw_connection()
-        if self._owner is not None:  # the writer's session names its registration (see processes_unlocked)
+        if self._owner is not None and not self._where.pooled:  # its session names its registration (see
+            # processes_unlocked); a pooled one has no session of its own to name
             try:
                 conn.execute(self.q.writer_name, (self._owner, self.q.name))
             except psycopg.Error as exc:
@@ -156,21 +185,72 @@ class PostgresBackend(PostgresReads, Backend):
         self._usable()
         q = self.q
         owner = self.submit(lambda conn: conn.one(q.process_next_id)[0]).result()
-        row = (owner, os.getpid(), socket.gethostname(), now, now)
-        try:
-            # The lock is held before the row is visible: no process can find this one dead meanwhile.
-            self._keeper = Keeper(self._raw_connection, q, self._where, owner, row,
-                                  lambda: sorted(self._watching))
-        except psycopg.Error as exc:
-            raise_translated(exc, self._where)
-        def insert(conn: PgConn) -> None:
-            conn.execute(q.process_insert, row)
-            conn.execute(q.writer_name, (owner, q.name))
-        self._owner = owner  # before the insert: a writer connection made again names it too
-        self.submit(insert).result()
-        self._writer.owner = owner
+        self._registration = (owner, os.getpid(), socket.gethostname(), now, now)
+        self._owner = self._writer.owner = owner  # before the insert: a writer connection made again names it
+        if not self._where.pooled:
+            self._keep()
         self.end_dead(now)
         return owner
+
+    def serving(self) -> None:
+        """Behind a pooler: the keeper, on the direct URL, made now where it is not yet; refused without one."""
+        self._usable()
+        if self._keeper is not None:
+            return
+        if self._direct is None:
+            w = self._where
+            raise Error(f"the store's URL reaches {w.host}:{w.port}, database {w.dbname!r}, through a connection "
+                        f"pooler: workers and watches need a session of their own on the server (a session "
+                        f"advisory lock, LISTEN), which a pooler in transaction mode cannot keep; open the store "
+                        f"with tinystore.open(url, direct=URL), URL reaching the server without the pooler")
+        with self._keeping:
+            if self._keeper is None:
+                self._keep()
+
+    def _keep(self) -> None:
+        """Register this process: its liveness lock (and LISTEN) on the keeper connection, then its row.
+        The lock is held before the row is visible: no process can find this one dead meanwhile."""
+        q = self.q
+        owner, row = self._owner, self._registration
+        assert owner is not None and row is not None
+        try:
+            keeper = Keeper(self._keeper_connection, q, self._direct or self._where, owner, row,
+                            lambda: sorted(self._watching))
+        except psycopg.Error as exc:
+            raise_translated(exc, self._direct or self._where)
+
+        def insert(conn: PgConn) -> None:
+            conn.execute(q.process_insert, row)
+            if not self._where.pooled:
+                conn.execute(q.writer_name, (owner, q.name))
+        self._keeper = keeper
+        try:
+            self.submit(insert).result()
+        except BaseException:  # not registered: a later start tries again (at open, the store is closed)
+            self._keeper = None
+            keeper.close()
+            raise
+        if self._on_error is not None:
+            keeper.listen(self._on_notice, self._on_error)  # type: ignore[arg-type]
+
+    def _keeper_connection(self) -> psycopg.Connection:
+        """The keeper's connection: the direct URL's where given (which must reach the store's server and
+        database, without a pooler), else the store's."""
+        direct = self._direct
+        if direct is None:
+            return self._raw_connection()
+        conn = connect(direct, self._durability, self._lock_timeout)
+        try:
+            if behind_pooler(conn):
+                raise Error(f"direct= reaches {direct.host}:{direct.port}, database {direct.dbname!r}, through a "
+                            f"connection pooler too: it must reach the server itself")
+            if self._identity(conn) != self._server:
+                raise Error(f"direct= reaches {direct.server()}, which is not the server and database of the "
+                            f"store's URL ({self._where.server()})")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def end_dead(self, now: float) -> int:
         """End the leases of registered processes whose liveness lock no session holds (DUR-03).
@@ -256,7 +336,10 @@ class PostgresBackend(PostgresReads, Backend):
 
     def listen(self, on_notice: NoticeListener, on_error: FailureListener) -> None:
         self._on_notice = on_notice
-        if self._keeper is not None:
+        self._on_error = on_error
+        if self._keeper is None and self._direct is not None:
+            self.serving()  # hearing other processes is LISTEN: the keeper's, made now (it listens then)
+        elif self._keeper is not None:
             self._keeper.listen(on_notice, on_error)  # type: ignore[arg-type]
 
     # Reads
@@ -427,6 +510,7 @@ class PostgresBackend(PostgresReads, Backend):
         def op(conn: PgConn) -> None:
             conn.execute(self.q.job_share, (seq,))
             conn.execute(self.q.watched_insert, (seq, owner))
+        self.serving()  # a watch is heard by LISTEN, and removed with the registration of a process that died
         self._watching.add(seq)
         return self.submit(op)
 
@@ -527,7 +611,7 @@ class PostgresBackend(PostgresReads, Backend):
         tx = Transaction(conn, told=set())
         try:
             try:
-                raw.execute("BEGIN")
+                raw.execute(self._begin)
             except psycopg.Error as exc:
                 raise_translated(exc, self._where)
             self._local.tx = conn

@@ -2,7 +2,13 @@
 
 Every connection of the backend (the writer's, the keeper's, the readers'
 pool) is made here, with the session settings durability and lock_timeout
-ask for. Errors are translated at the boundary (``translated``): a server
+ask for. A connection through a pooler in transaction mode (``Where.pooled``)
+keeps no session state: nothing is prepared on it and nothing is SET for
+its session; each transaction sets what it needs for itself (``begin``), as
+its next transaction may be on another server connection, and the server
+connection it had goes on to the pooler's next client.
+
+Errors are translated at the boundary (``translated``): a server
 that cannot be reached or refuses at open is a ``tinystore.Error`` naming
 host, port and database (never the password); a connection lost or a server
 restarting during work is ``Unavailable``, which background tasks retry;
@@ -41,6 +47,7 @@ class Where:
             self.password = None
             raise InvalidArgument(f"the PostgreSQL URL cannot be read: {self.scrub(str(exc))}") from None
         self.params = params
+        self.pooled = False  # reached through a pooler in transaction mode (see behind_pooler)
         self.password = params.get("password")
         # As libpq reads them: the URL's, else its environment's (localhost, 5432, the user's name).
         self.host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost")
@@ -62,6 +69,8 @@ class Where:
             kwargs.update(keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3)
         if "application_name" not in self.params:
             kwargs["application_name"] = f"tinystore {self.schema}"[:63]
+        if self.pooled:  # psycopg prepares a statement on the server connection after its 5th run
+            kwargs["prepare_threshold"] = None
         return kwargs
 
     def server(self) -> str:
@@ -78,32 +87,56 @@ def _scrub(text: str, password: Optional[str]) -> str:
     return text.strip().splitlines()[0] if text.strip() else text
 
 
-def connect(where: Where, durability: str, lock_timeout: float, *, autocommit: bool = True,
-            opening: bool = False) -> psycopg.Connection:
-    """A connection with the store's session settings; a failure as a tinystore error."""
+def dial(where: Where, *, opening: bool = False) -> psycopg.Connection:
+    """A connection in autocommit, without the store's settings; a failure as a tinystore error."""
     try:
-        conn = psycopg.connect(where.url, autocommit=autocommit, **where.connect_kwargs())
+        return psycopg.connect(where.url, autocommit=True, **where.connect_kwargs())
     except psycopg.Error as exc:
         reason = where.scrub(str(exc))
         kind = Error if opening else Unavailable
         raise kind(f"cannot connect to {where.server()}: {reason}") from None
+
+
+def connect(where: Where, durability: str, lock_timeout: float, *, opening: bool = False) -> psycopg.Connection:
+    """A connection in autocommit with the store's session settings (none through a pooler)."""
+    conn = dial(where, opening=opening)
     try:
-        configure(conn, durability, lock_timeout)
+        configure(conn, durability, lock_timeout, where.pooled)
     except psycopg.Error as exc:
         conn.close()
         raise translated(exc, where) from None
     return conn
 
 
-def configure(conn: psycopg.Connection, durability: str, lock_timeout: float) -> None:
-    """Session settings of tinystore's own connections (the readers' pool too: only tinystore's
-    statements and the application's SQL inside store.transaction() run there)."""
+def behind_pooler(conn: psycopg.Connection) -> bool:
+    """Whether ``conn`` reaches the server through a pooler: PgBouncer (as other poolers) answers the
+    connection's startup with a cancel key of its own, whose process id is not the server process's."""
+    return conn.info.backend_pid != conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+
+
+def _settings(durability: str, lock_timeout: float) -> tuple[str, str]:
     synchronous = "on" if durability == "full" else "off"
+    return f"synchronous_commit = {synchronous}", f"lock_timeout = {int(max(lock_timeout, 0.001) * 1000)}"
+
+
+def configure(conn: psycopg.Connection, durability: str, lock_timeout: float, pooled: bool = False) -> None:
+    """Session settings of tinystore's own connections (the readers' pool too: only tinystore's
+    statements and the application's SQL inside store.transaction() run there); none on a pooled one."""
+    if pooled:
+        return
     commit = conn.autocommit
     conn.autocommit = True
-    conn.execute(f"SET synchronous_commit = {synchronous}")
-    conn.execute(f"SET lock_timeout = {int(max(lock_timeout, 0.001) * 1000)}")
+    for setting in _settings(durability, lock_timeout):
+        conn.execute(f"SET {setting}")
     conn.autocommit = commit
+
+
+def begin(where: Where, durability: str, lock_timeout: float) -> str:
+    """What begins a write transaction: BEGIN, and through a pooler the session settings for this
+    transaction only (SET LOCAL), sent with it as one statement: no round trip more."""
+    if not where.pooled:
+        return "BEGIN"
+    return "; ".join(["BEGIN"] + [f"SET LOCAL {setting}" for setting in _settings(durability, lock_timeout)])
 
 
 def is_connection_error(exc: BaseException, conn: Any = None) -> bool:

@@ -77,8 +77,9 @@ MAYBE = "the connection was lost during COMMIT: it may or may not have been writ
 
 class Writer:
     def __init__(self, connect: Callable[[], PgConn], where: Where, on_commit: Callable[[Notice], None],
-                 conn: Optional[PgConn] = None):
+                 conn: Optional[PgConn] = None, begin: str = "BEGIN"):
         self._connect = connect
+        self._begin = begin  # BEGIN, with the session's settings through a pooler (_connection.begin)
         self._where = where
         self._on_commit = on_commit
         self._conn: Optional[PgConn] = conn
@@ -218,7 +219,7 @@ class Writer:
     def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
         q = conn.q
         self.transactions += 1
-        conn.execute("BEGIN")
+        conn.execute(self._begin)
         measure = self.work
         began = conn.one(q.work_done, (q.name,))[0] if measure is not None else 0
         conn.locked = set()

@@ -27,7 +27,7 @@ from ._results import load_task, task_result
 from ._stores import store_for, target_of
 
 RESULTS_KEPT = "7d"  # a done task's result (dedupe), as long as a failed one's error (keep), unless queue_options say
-OPTIONS = ("database", "schema", "queue_options")
+OPTIONS = ("database", "schema", "direct", "queue_options")
 EVERY_QUEUE = ("task backend {alias!r}: QUEUES = [] would allow every queue, but tinystore's workers serve "
                "queues by name, so tasks of a queue no worker names would wait forever: list the queues in "
                "QUEUES")
@@ -43,7 +43,9 @@ class TaskBackend(BaseTaskBackend):
     100: among a queue's due tasks the highest starts first). ``OPTIONS["queue_options"]`` gives each queue
     tinystore's options (``{"emails": {"attempts": 3, "timeout": "5m"}}``); a
     done task's result is kept 7 days (``dedupe``) unless they say otherwise.
-    ``OPTIONS["schema"]`` is where tinystore's tables are on PostgreSQL.
+    ``OPTIONS["schema"]`` is where tinystore's tables are on PostgreSQL; where the database's HOST is a
+    pooler in transaction mode (PgBouncer), ``OPTIONS["direct"]`` is a URL of the same database that reaches
+    the server itself, which the worker's session uses (``tinystore.open``'s ``direct=``).
     """
 
     supports_defer = True
@@ -59,6 +61,7 @@ class TaskBackend(BaseTaskBackend):
                                        f"it takes {', '.join(OPTIONS)}")
         self.database: str = self.options.get("database", DEFAULT_DB_ALIAS)
         self.schema: Optional[str] = self.options.get("schema")
+        self.direct: Optional[str] = self.options.get("direct")
         self.queue_options: dict[str, dict[str, Any]] = self.options.get("queue_options", {})
         self._queues: dict[str, tinystore.Queue] = {}
         self._queues_of: Optional[tinystore.Store] = None  # the store of _queues: another once it was closed
@@ -67,7 +70,7 @@ class TaskBackend(BaseTaskBackend):
     @property
     def store(self) -> tinystore.Store:
         """The store in the Django database named by ``OPTIONS["database"]``, opened on first use."""
-        return store_for(self.database, self.schema)
+        return store_for(self.database, self.schema, self.direct)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         """``manage.py check``: the database must be a SQLite file or a PostgreSQL database, and QUEUES

@@ -15,16 +15,17 @@ from django.tasks import task_backends
 import tinystore
 
 _lock = threading.Lock()
-_stores: dict[tuple[str, Optional[str]], tinystore.Store] = {}
+_stores: dict[tuple[str, Optional[str], Optional[str]], tinystore.Store] = {}
 
 
-def store_for(database: str, schema: Optional[str]) -> tinystore.Store:
-    """The store in the Django database ``database`` (an alias of DATABASES), opened on first use."""
+def store_for(database: str, schema: Optional[str], direct: Optional[str] = None) -> tinystore.Store:
+    """The store in the Django database ``database`` (an alias of DATABASES), opened on first use
+    (``direct``: the URL that reaches its server itself, where the database's HOST is a pooler)."""
     target = target_of(database)
     with _lock:
-        store = _stores.get((target, schema))
+        store = _stores.get((target, schema, direct))
         if store is None:
-            store = _stores[(target, schema)] = tinystore.open(target, schema=schema)
+            store = _stores[(target, schema, direct)] = tinystore.open(target, schema=schema, direct=direct)
             atexit.register(store.close)  # the process's registration ends with it, not at the next open
         return store
 

@@ -29,7 +29,8 @@ TASKS = {
     "default": {
         "BACKEND": "tinystore.contrib.django.TaskBackend",
         "QUEUES": [] if os.environ.get("SHOP_EVERY_QUEUE") else ["default", "payments", "reports", "ranked"],
-        "OPTIONS": {"database": "default",
+        # SHOP_DIRECT: where SHOP_DATABASE is a pooler's URL, the server's own, for the worker's session
+        "OPTIONS": {"database": "default", "direct": os.environ.get("SHOP_DIRECT"),
                     "queue_options": {"payments": {"attempts": 1}, "ranked": {"concurrency": 1}}},
     },
     "archive": {  # a second backend, in the same database: reports enqueued with .using(backend="archive")
