@@ -262,3 +262,7 @@ DELETE FROM tinystore_watched WHERE owner = ?;
 -- name: changes_prune_job
 -- The changes of a job nobody watches any more.
 DELETE FROM tinystore_changes WHERE job = :job AND NOT EXISTS (SELECT 1 FROM tinystore_watched WHERE job = :job);
+
+-- name: jobs_last_seq
+-- The highest seq of the store's jobs (seqs only grow): a walk over many jobs acts on none above it.
+SELECT coalesce(max(seq), 0) FROM tinystore_jobs;

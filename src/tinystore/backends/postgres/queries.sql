@@ -381,3 +381,24 @@ SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
        (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
         ORDER BY head_at, head_seq LIMIT 1),
        (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);
+
+-- name: jobs_lock
+-- The jobs of a chunk of cancel_many or retry_many, read again and locked (in seq order) before they
+-- are acted on: a claim's SKIP LOCKED passes them by until the commit, and a row a claim took since
+-- the walk read it is read as it is now (SQLite's single writer needs no lock).
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
+FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) ORDER BY seq FOR UPDATE;
+
+-- name: leases_drop_many
+-- End the leases of jobs cancelled together, whatever their attempts.
+DELETE FROM {schema}.leases WHERE job = ANY(%s::bigint[]);
+
+-- name: cancelled_mark_many
+-- Remember that jobs were cancelled together, for their watchers.
+INSERT INTO {schema}.cancelled (job, at) SELECT unnest(%(seqs)s::bigint[]), %(at)s
+ON CONFLICT (job) DO UPDATE SET at = excluded.at;
+
+-- name: jobs_retry_failed_many
+-- Failed jobs run again together, their attempts from zero.
+UPDATE {schema}.jobs SET state = 'queued', attempt = 0, at = %(at)s, expires = NULL
+WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 'failed';

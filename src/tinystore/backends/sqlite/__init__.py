@@ -31,11 +31,11 @@ from ..._options import QueueOptions
 from ..._transaction import Transaction
 from .._appconn import join_transaction
 from .._targets import LOCK_TIMEOUT
-from .._base import (Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener,
+from .._base import (Backend, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice, NoticeListener, Pick,
                      Settlement, Stats, Watched)
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
-from .._engine import leases, reads, work
+from .._engine import bulk, leases, reads, work
 from . import _appconn, _daily_check, _identity
 from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
@@ -389,6 +389,19 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         return self.submit(lambda conn: work.retry_failed(SQLiteExecutor(conn), queue, id, now), work=queue)
+
+    def last_seq(self) -> int:
+        with self._read() as conn:
+            return bulk.last_seq(SQLiteExecutor(conn))
+
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        # One operation of the writer: the chunk commits with whatever else waits then (adds), and the
+        # next chunk is asked for only once this one committed, so adds get in between.
+        return self.submit(lambda conn: bulk.cancel(SQLiteExecutor(conn), queue, pick, after, now,
+                                                    self._writer.notify), work=queue)
+
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
