@@ -4,8 +4,8 @@
 - ``status``    queues by state, the oldest due job's age, the last minute's runs
 - ``jobs``      a page of a queue's jobs
 - ``show``      one job: payload, attempts, error and traceback, steps, lease holder
-- ``retry``     run a failed job again
-- ``cancel``    take a job away
+- ``retry``     run a failed job again, or many (``_many``: ids, --state, --group, confirmed)
+- ``cancel``    take a job away, or many
 - ``add``       add a job
 - ``maintain``  remove what is past ``keep`` and ``dedupe`` now
 - ``check``     read every page of a SQLite store file and say whether it is damaged
