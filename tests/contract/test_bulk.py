@@ -256,7 +256,7 @@ def test_BULK_05_a_million_jobs_are_never_one_commit_each_transaction_acts_on_on
 TRAFFIC_CHILD = r"""
 import os, sys, threading, time
 import tinystore
-target, marker = sys.argv[1], sys.argv[2]
+target, folder = sys.argv[1], sys.argv[2]
 store = tinystore.open(target)
 q = store.queue("work", dedupe="1h")
 started = threading.Event()
@@ -273,8 +273,9 @@ stop = threading.Event()
 def add():
     n = 0
     while not stop.is_set():
-        tag = "after" if os.path.exists(marker) else "during"  # "after": cancel_many had returned
-        q.add({"n": n}, id=f"{tag}:{n:05d}")
+        # Where the test's cancel_many was when this add began: not begun, walking, or returned.
+        tag = next((t for t in ("returned", "walking") if os.path.exists(os.path.join(folder, t))), "before")
+        q.add({"n": n}, id=f"then-{tag}:{n:05d}")
         n += 1
         if n % 25 == 0:
             print(f"added {n}", flush=True)
@@ -294,14 +295,15 @@ def test_BULK_06_cancel_many_over_thousands_of_jobs_beside_a_worker_process_that
     store = open_store()  # the real clock: the child's
     q = store.queue("work", dedupe="1h")
     kit.witness_claims_and_removals(target)
-    q.add_many([tinystore.Job({"n": n}, id=f"before:{n:05d}") for n in range(4000)])
-    marker = tmp_path / "returned"
-    child = start_child(TRAFFIC_CHILD, target, str(marker), env=child_env)
+    for k in range(2):
+        q.add_many([tinystore.Job({"n": n}, id=f"first:{n:05d}") for n in range(k * 5000, k * 5000 + 5000)])
+    child = start_child(TRAFFIC_CHILD, target, str(tmp_path), env=child_env)
     try:
         wait_for_line(child, "running", WAIT)
         wait_for_line(child, "added 25", WAIT)
+        (tmp_path / "walking").write_text("")
         cancelled = q.cancel_many()
-        marker.write_text("")
+        (tmp_path / "returned").write_text("")
         wait_for_line(child, "added 100", WAIT)
         # Past every add that may have begun before the marker: the next lines are the child's after it.
         wait_for_line(child, "added 150", WAIT)
@@ -318,14 +320,18 @@ def test_BULK_06_cancel_many_over_thousands_of_jobs_beside_a_worker_process_that
     witness = kit.witnessed(target)
     removed = {id: n for n, (seq, id, what) in enumerate(witness) if what == "removed"}
     assert len(removed) == cancelled > 0  # only cancels remove rows here: done jobs are kept (dedupe)
-    assert 0 < cancelled < 4000 + 150, "the worker ran some before the cancel reached them"
+    assert 0 < cancelled < 10_000 + 150, "the worker ran some before the cancel reached them"
     claimed_after = [id for n, (seq, id, what) in enumerate(witness) if what == "claimed" and id in removed
                      and n > removed[id]]
     assert claimed_after == []
     kept = {row.id: row.state for row in kit.job_rows(target)}
     assert all(state == "done" for state in kept.values()), "every job not cancelled ran to its end"
     assert not set(kept) & set(removed)
-    assert {f"before:{n:05d}" for n in range(4000)} <= set(kept) | set(removed), "nothing was lost"
-    after = [id for id in kept if id.startswith("after:")]
-    assert after and not [id for id in removed if id.startswith("after:")]
+    assert {f"first:{n:05d}" for n in range(10_000)} <= set(kept) | set(removed), "nothing was lost"
+    # The child's adds sort after the first jobs, where the walk comes last. Those added while it walked
+    # are not touched, but for the one add under way when it began (and one more begun as it did).
+    walking = [id for id in kept if id.startswith("then-walking:")]
+    assert len(walking) >= 3 and len([id for id in removed if id.startswith("then-walking:")]) <= 2
+    assert [id for id in kept if id.startswith("then-returned:")]
+    assert not [id for id in removed if id.startswith("then-returned:")]
     assert_sound(store, kit, target, time.time())
