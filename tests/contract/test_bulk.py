@@ -335,3 +335,46 @@ def test_BULK_06_cancel_many_over_thousands_of_jobs_beside_a_worker_process_that
     assert [id for id in kept if id.startswith("then-returned:")]
     assert not [id for id in removed if id.startswith("then-returned:")]
     assert_sound(store, kit, target, time.time())
+
+
+RETRY_CHILD = r"""
+import os, sys
+import tinystore
+target, folder = sys.argv[1], sys.argv[2]
+store = tinystore.open(target)
+q = store.queue("work", attempts=1, dedupe="1h")
+
+@q.work
+def handle(payload, run):
+    if not os.path.exists(os.path.join(folder, "mended")):
+        raise RuntimeError("not yet")
+
+print("serving", flush=True)
+store.serve(workers=4)  # until SIGTERM
+store.close()
+print("stopped", flush=True)
+"""
+
+
+def test_BULK_07_jobs_retried_together_run_again_in_a_worker_process_woken_by_the_commit(
+        open_store: Any, kit: kits.Kit, target: str, tmp_path: Path, child_env: dict[str, str]) -> None:
+    store = open_store()  # the real clock: the child's
+    q = store.queue("work", attempts=1, dedupe="1h")
+    child = start_child(RETRY_CHILD, target, str(tmp_path), env=child_env)
+    try:
+        wait_for_line(child, "serving", WAIT)
+        q.add_many([tinystore.Job({"n": n}, id=f"job:{n:02d}") for n in range(30)])
+        assert [q.wait(f"job:{n:02d}", timeout=WAIT).state for n in range(30)] == ["failed"] * 30
+        (tmp_path / "mended").write_text("")
+        assert q.retry_many() == 30
+        # The worker sleeps with nothing due: only the retry's notice wakes it.
+        ends = [q.wait(f"job:{n:02d}", timeout=WAIT) for n in range(30)]
+        assert [(e.state, e.attempt) for e in ends] == [("done", 1)] * 30
+        child.send_signal(signal.SIGTERM)
+        wait_for_line(child, "stopped", WAIT)
+        assert child.wait(WAIT) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(WAIT)
+    assert_sound(store, kit, target, time.time())
