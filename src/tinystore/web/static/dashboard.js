@@ -262,7 +262,7 @@ function cancelShown(params) {
   // be cancelled, nor under an id prefix, which cancel_many does not take.
   if (["done", "failed"].includes(params.state) || params.prefix) return null;
   const what = [params.state || "scheduled, waiting and running", "jobs of", params.queue, params.group ? `in group ${params.group}` : ""].join(" ").trim();
-  return el("div", { class: "actions" }, el("button", { class: "danger", id: "cancel-many", onclick: () => act("api/cancel-many", { queue: params.queue, state: params.state || "", group: params.group || "" }, `Cancel every ${what}, on every page?`) }, "Cancel every job listed"));
+  return el("div", { class: "actions" }, el("button", { class: "danger", id: "cancel-many", onclick: () => act("api/cancel-many", { queue: params.queue, state: params.state || "", group: params.group || "" }, `Cancel the ${what}, on every page?`) }, "Cancel every job listed"));
 }
 
 async function showJobs(params) {
