@@ -79,3 +79,15 @@ def test_cancel_with_a_state_it_cannot_cancel_or_no_jobs_named_is_refused(app: A
     assert result.stderr.splitlines() == [
         "tinystore: error: name the jobs to cancel: one ID or more, or --state and/or --group"]
     assert app.dump() == before
+
+
+def test_cancel_of_many_at_a_terminal_asks_first_and_acts_only_on_yes(app: App) -> None:
+    mail = mail_queue(app)
+    before = app.dump()
+    result = app.cli_at_a_terminal("cancel", app.db, "mail", "m3", "m4", "m5", answer="n\n")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == "Cancel 3 jobs of queue 'mail'? [y/N] tinystore: error: nothing was changed\n"
+    assert app.dump() == before
+    result = app.cli_at_a_terminal("cancel", app.db, "mail", "m3", "m4", "m5", answer="y\n")
+    assert (result.returncode, result.stdout) == (0, "3 jobs of queue mail cancelled\n"), result.stderr
+    assert [mail.get(id) for id in ("m3", "m4", "m5")] == [None, None, None]

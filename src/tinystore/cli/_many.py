@@ -2,9 +2,10 @@
 
 ``tinystore cancel STORE QUEUE ID`` acts on one job, as before. Given
 several ids, or ``--state``/``--group`` (with ids: those of them the filters
-list), the command counts the jobs it would act on, asks before acting
-(``--yes`` answers for it; without a terminal it is needed), then calls
-``cancel_many``/``retry_many``, which walk the queue in short transactions.
+list), the command counts the jobs it would act on and asks before acting;
+``--yes`` answers for it, counting nothing (without a terminal it is
+needed). Then it calls ``cancel_many``/``retry_many``, which walk the queue
+in short transactions.
 """
 
 from __future__ import annotations
@@ -57,17 +58,20 @@ def count(queue: Queue, args: argparse.Namespace, states: Sequence[str]) -> int:
         after = page[-1].id
 
 
-def confirm(queue: Queue, args: argparse.Namespace, n: int) -> None:
-    """Ask before acting on ``n`` jobs; ``--yes`` answers, and is needed where stdin is not a terminal."""
+def confirmed(queue: Queue, args: argparse.Namespace, states: Sequence[str]) -> bool:
+    """Without ``--yes``: count the jobs, and ask before acting on them (False: there are none). Where
+    stdin is not a terminal, nobody can answer: refused, saying how many and to give ``--yes``."""
+    n = count(queue, args, states)
+    if not n:
+        return False
     what = f"{args.verb} {n} job{'s' if n != 1 else ''} of queue {queue.name!r}"
-    if args.yes:
-        return
     if not sys.stdin.isatty():
         raise CommandError(f"this would {what}: give --yes to do it (nothing was changed)")
     sys.stderr.write(f"{what[0].upper()}{what[1:]}? [y/N] ")
     sys.stderr.flush()
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise CommandError("nothing was changed", code=1)
+    return True
 
 
 def report(queue: Queue, args: argparse.Namespace, done: int, key: str, past: str) -> int:

@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cancel_many(queue: Queue, args: argparse.Namespace) -> int:
-    n = _many.count(queue, args, STATES)
-    if n:
-        _many.confirm(queue, args, n)
+    if args.yes or _many.confirmed(queue, args, STATES):
         n = queue.cancel_many(state=args.state, group=args.group, ids=args.ids or None)
+    else:
+        n = 0
     return _many.report(queue, args, n, "cancelled", "cancelled")
