@@ -6,6 +6,15 @@ act on one, at most once, and walk the queue in bounded transactions. Most
 tests walk in chunks of a few rows (``kit.small_chunks``), so that a few
 dozen jobs cross many chunks; the transactions themselves are counted by a
 trigger (``kit.rows_per_transaction``), not timed.
+
+- BULK-01: the filters and ids name what ``jobs`` lists; nothing else moves.
+- BULK-02: each job once; jobs added between two chunks are not touched.
+- BULK-03: running jobs cancelled are told, and their answers settle nothing.
+- BULK-04: bad input is refused naming the queue, nothing written.
+- BULK-05: every transaction acts on one bounded chunk.
+- BULK-06: beside a worker process that serves and adds, with a witness of
+  claims and removals (triggers on the jobs table).
+- BULK-07: retried jobs run again in a worker process the commit wakes.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from . import groups, jobs
 from .executor import Executor
 from .work import Notify
 
-CHUNK = 250  # rows read per transaction: a chunk of cancels takes about 10 ms of a small machine's writer
+CHUNK = 250  # rows read per transaction: a chunk of cancels commits in 10-20 ms on a small machine (W12)
 
 
 def last_seq(ex: Executor) -> int:
