@@ -257,11 +257,12 @@ class SQLiteBackend(SQLiteReads, Backend):
             lock.close()
         _identity.closed(self)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
+               alone: bool = False) -> Future:
         """A write for the writer; ``work`` a queue it gives work to, for its commit's notice, ``source``
-        who asked (see ``Writer.submit``)."""
+        who asked, ``alone`` in a transaction of its own (see ``Writer.submit``)."""
         self._usable()
-        return self._writer.submit(fn, *args, work=work, source=source)
+        return self._writer.submit(fn, *args, work=work, source=source, alone=alone)
 
     # Notices
 
@@ -395,13 +396,14 @@ class SQLiteBackend(SQLiteReads, Backend):
             return bulk.last_seq(SQLiteExecutor(conn))
 
     def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
-        # One operation of the writer: the chunk commits with whatever else waits then (adds), and the
-        # next chunk is asked for only once this one committed, so adds get in between.
+        # Alone: in a transaction of its own, after the writes waiting before it (adds), which commit
+        # without waiting for the chunk; the next chunk is asked for only once this one committed.
         return self.submit(lambda conn: bulk.cancel(SQLiteExecutor(conn), queue, pick, after, now,
-                                                    self._writer.notify), work=queue)
+                                                    self._writer.notify), work=queue, alone=True)
 
     def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
-        return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue)
+        return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue,
+                           alone=True)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:
