@@ -48,6 +48,7 @@ FULL = {
     "w9_processes": [1, 2, 4, 8], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 2.0, "w9_window_s": 5.0,
     "w10_adds": 200, "w10_jobs": 50, "w10_interval": 0.100, "w10_leases": 5, "w10_lease_s": 2.0,
     "w11_backlog": 100_000, "w11_jobs": 10_000, "w11_priorities": 10,
+    "w12_jobs": 1_000_000, "w12_jobs_postgres": 100_000, "w12_alone_adds": 200,
 }
 # Through a relay (``run.py --relay``) every statement waits for the network: the counts that would
 # take minutes at 2 ms a round trip are smaller (the rates and latencies are per job all the same).
@@ -65,6 +66,7 @@ SMALL = {  # every workload runs, each in a second or two: proves the suite work
     "w9_processes": [1, 2], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 0.5, "w9_window_s": 1.0,
     "w10_adds": 20, "w10_jobs": 5, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
     "w11_backlog": 5_000, "w11_jobs": 500, "w11_priorities": 10,
+    "w12_jobs": 2_000, "w12_jobs_postgres": 2_000, "w12_alone_adds": 20,
 }
 
 

@@ -27,7 +27,7 @@ import os
 import re
 import sqlite3
 import uuid
-from collections import namedtuple
+from collections import Counter, namedtuple
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
@@ -238,7 +238,29 @@ class Kit:
         at once). A backend without one write lock for the whole store answers True."""
         raise NotImplementedError
 
+    def witness_claims_and_removals(self, target: str) -> None:
+        """Add to the store (opened once already) a witness of its jobs that tinystore does not know of: a
+        table ``witness`` that triggers on the jobs table append to, one row per job taken by a claim
+        (``claimed``) and per job row removed (``removed``), numbered in the order they were written, which
+        for one job is the order its transactions committed in."""
+        raise NotImplementedError
+
+    def witnessed(self, target: str) -> list[tuple[int, str, str]]:
+        """The witness's rows in the order they were written: (seq, id, claimed or removed)."""
+        return [tuple(r) for r in self.app_rows(target, "SELECT seq, id, what FROM witness ORDER BY n")]
+
     # tinystore internals: each use here, and only here
+
+    def small_chunks(self, monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+        """Make ``cancel_many`` and ``retry_many`` read at most ``rows`` rows per transaction (the engine's
+        chunk), so that a test walks many chunks over few jobs."""
+        from tinystore.backends._engine import bulk
+        monkeypatch.setattr(bulk, "CHUNK", rows)
+
+    def rows_per_transaction(self, store: tinystore.Store, target: str) -> Any:
+        """A context manager giving a Counter: for each write transaction of the store's writer inside the
+        block, how many job rows it removed or changed the state of."""
+        raise NotImplementedError
 
     def claim_cycle(self, store: tinystore.Store, queue: tinystore.Queue, want: int, now: float) -> ClaimCycle:
         """Run one claim cycle of the store's worker for ``queue`` at time ``now``, asking for ``want`` jobs
@@ -358,7 +380,37 @@ class SQLiteKit(Kit):
                     raise
                 return False
 
+    def witness_claims_and_removals(self, target: str) -> None:
+        with closing(sqlite3.connect(target, timeout=30, isolation_level=None)) as conn:
+            conn.executescript("""BEGIN IMMEDIATE;
+                CREATE TABLE witness (n INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER, id TEXT, what TEXT);
+                CREATE TRIGGER witness_claimed AFTER UPDATE OF state ON tinystore_jobs
+                WHEN new.state = 'running' AND old.state != 'running'
+                BEGIN INSERT INTO witness (seq, id, what) VALUES (new.seq, new.id, 'claimed'); END;
+                CREATE TRIGGER witness_removed AFTER DELETE ON tinystore_jobs
+                BEGIN INSERT INTO witness (seq, id, what) VALUES (old.seq, old.id, 'removed'); END;
+                COMMIT;""")
+
     # tinystore internals
+
+    @contextmanager
+    def rows_per_transaction(self, store: tinystore.Store, target: str) -> Iterator[Counter]:
+        # A temporary trigger on the writer's own connection calls back with the writer's count of the
+        # transactions it began, which the running one is the last of.
+        writer = store._backend._writer
+        rows: Counter = Counter()
+        conn = writer._conn
+        with writer._write_lock:
+            conn.create_function("witness_row", 0, lambda: rows.update([writer.transactions]))
+            conn.executescript("""
+                CREATE TEMP TRIGGER witness_removed AFTER DELETE ON main.tinystore_jobs BEGIN SELECT witness_row(); END;
+                CREATE TEMP TRIGGER witness_moved AFTER UPDATE OF state ON main.tinystore_jobs
+                WHEN new.state != old.state BEGIN SELECT witness_row(); END;""")
+        try:
+            yield rows
+        finally:
+            with writer._write_lock:
+                conn.executescript("DROP TRIGGER temp.witness_removed; DROP TRIGGER temp.witness_moved;")
 
     @contextmanager
     def writer_work(self, store: tinystore.Store) -> Iterator[list[int]]:
@@ -505,7 +557,44 @@ class PostgresKit(Kit):
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         return True  # no one write lock for the whole store: each queue has its own, per transaction
 
+    def witness_claims_and_removals(self, target: str) -> None:
+        s = self.SCHEMA
+        with closing(self._connect(target, autocommit=True)) as conn, conn.transaction():
+            conn.execute("CREATE TABLE public.witness (n bigserial PRIMARY KEY, seq bigint, id text, what text)")
+            for what, row, when in (("claimed", "NEW", "WHEN (NEW.state = 'running' AND OLD.state <> 'running')"),
+                                    ("removed", "OLD", "")):
+                conn.execute(f"""CREATE FUNCTION public.witness_{what}() RETURNS trigger LANGUAGE plpgsql AS $$
+                                 BEGIN INSERT INTO public.witness (seq, id, what) VALUES ({row}.seq, {row}.id, '{what}');
+                                 RETURN NULL; END $$""")
+                event = "UPDATE OF state" if what == "claimed" else "DELETE"
+                conn.execute(f"CREATE TRIGGER witness_{what} AFTER {event} ON {s}.jobs FOR EACH ROW {when}"
+                             f" EXECUTE FUNCTION public.witness_{what}()")
+
     # tinystore internals
+
+    @contextmanager
+    def rows_per_transaction(self, store: tinystore.Store, target: str) -> Iterator[Counter]:
+        # A trigger writes each row's transaction id to a table of its own, read at the end of the block.
+        s = self.SCHEMA
+        rows: Counter = Counter()
+        with closing(self._connect(target, autocommit=True)) as conn:
+            with conn.transaction():
+                conn.execute("CREATE TABLE public.witness_tx (tx bigint)")
+                conn.execute("""CREATE FUNCTION public.witness_tx() RETURNS trigger LANGUAGE plpgsql AS $$
+                                BEGIN INSERT INTO public.witness_tx VALUES (txid_current()); RETURN NULL; END $$""")
+                conn.execute(f"CREATE TRIGGER witness_removed AFTER DELETE ON {s}.jobs FOR EACH ROW"
+                             " EXECUTE FUNCTION public.witness_tx()")
+                conn.execute(f"CREATE TRIGGER witness_moved AFTER UPDATE OF state ON {s}.jobs FOR EACH ROW"
+                             " WHEN (NEW.state <> OLD.state) EXECUTE FUNCTION public.witness_tx()")
+            try:
+                yield rows
+            finally:
+                rows.update(tx for (tx,) in conn.execute("SELECT tx FROM public.witness_tx"))
+                with conn.transaction():
+                    conn.execute(f"DROP TRIGGER witness_removed ON {s}.jobs")
+                    conn.execute(f"DROP TRIGGER witness_moved ON {s}.jobs")
+                    conn.execute("DROP FUNCTION public.witness_tx() CASCADE")
+                    conn.execute("DROP TABLE public.witness_tx")
 
     @contextmanager
     def writer_work(self, store: tinystore.Store) -> Iterator[list[int]]:

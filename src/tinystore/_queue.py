@@ -1,4 +1,4 @@
-"""A queue: add, get, cancel and retry jobs, list and watch them, and register its handler."""
+"""A queue: add, get, cancel and retry jobs (one or many), list and watch them, and register its handler."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ._repeat import Repeat
 from ._transaction import Transaction
 from ._typed import Decode, decoder
 from ._values import MAX_BATCH, check_priority, check_text_id, check_time, encode_json, new_id, to_timestamp
-from .backends._base import JobDetail, JobRow, NewJob
+from .backends._base import JobDetail, JobRow, NewJob, Pick
 
 if TYPE_CHECKING:
     from ._watch import Watches
@@ -274,6 +274,59 @@ class Queue:
         self._ctx.check_open()
         if not self._ctx.backend.set_paused(self.name, paused).result():
             raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
+
+    def cancel_many(self, state: Optional[str] = None, group: Optional[str] = None,
+                    ids: Optional[Iterable[str]] = None) -> int:
+        """Take away the scheduled, waiting and running jobs that ``jobs(state=, group=)`` lists, each as
+        ``cancel`` takes one (JOB-12); with ``ids``, only those of them that have these ids. Returns
+        how many were taken.
+
+        It walks the queue in chunks of a few hundred jobs, each chunk its own
+        short transaction, so that other writes go on meanwhile; each job is
+        acted on at most once, and jobs added after the call began are not
+        touched. With no filter at all, every job of the queue that can be
+        cancelled is. A ``state`` of done or failed names no job that can be
+        cancelled, and is refused.
+        """
+        pick = self._pick("cancel_many", state, group, ids, ("scheduled", "waiting", "running"))
+        return self._walk(pick, self._ctx.backend.cancel_chunk)
+
+    def retry_many(self, state: Optional[str] = None, group: Optional[str] = None,
+                   ids: Optional[Iterable[str]] = None) -> int:
+        """Run again the failed jobs that ``jobs(state="failed", group=)`` lists, each as ``retry`` runs
+        one (its attempts from zero); with ``ids``, only those of them that have these ids. Returns how
+        many will run again. It walks the queue as ``cancel_many`` does; ``state`` may only be
+        ``"failed"`` (or None, which means the same).
+        """
+        pick = self._pick("retry_many", state, group, ids, ("failed",))
+        return self._walk(pick, self._ctx.backend.retry_chunk)
+
+    def _pick(self, call: str, state: Optional[str], group: Optional[str], ids: Optional[Iterable[str]],
+              states: tuple[str, ...]) -> Pick:
+        """What ``call`` acts on, every value checked before anything is written."""
+        if state is not None and state not in states:
+            names = ", ".join(states[:-1]) + " or " + states[-1] if len(states) > 1 else states[0]
+            raise InvalidArgument(f"{call} acts on {names} jobs: state={state!r} names none of them "
+                                  "(give one of those, or None for all of them); nothing was written",
+                                  queue=self.name)
+        grp = check_text_id(group, "group", self.name) if group is not None else None
+        picked = None
+        if ids is not None:
+            if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+                raise InvalidArgument(f"ids={ids!r} must be a list of job ids", queue=self.name)
+            picked = tuple(sorted({check_text_id(id, "id", self.name) for id in ids}))
+        self._ctx.check_open()
+        return Pick(state, grp, picked, self._ctx.backend.last_seq())
+
+    def _walk(self, pick: Pick, chunk: Callable[..., Any]) -> int:
+        """Run ``chunk`` (the backend's, one transaction each) from the first id to the last; the jobs it
+        acted on. Each chunk is asked for once the one before committed."""
+        acted, after = 0, ""
+        while after is not None:
+            done = chunk(self.name, pick, after, self._ctx.clock.now()).result()
+            acted += done.acted
+            after = done.after
+        return acted
 
     # Watching
 

@@ -156,6 +156,19 @@ class App:
         return subprocess.run([sys.executable, "-m", "tinystore.cli", *args], cwd=self.folder, env=self.env,
                               input=input, capture_output=True, text=True, timeout=TIMEOUT)
 
+    def cli_at_a_terminal(self, *args: str, answer: str) -> subprocess.CompletedProcess:
+        """Run ``tinystore ARGS`` with a terminal (a pseudo-terminal) as its stdin, to which a person has
+        typed ``answer``; its stdout and stderr are captured as ``cli``'s."""
+        import pty
+        typed, terminal = pty.openpty()
+        try:
+            os.write(typed, answer.encode("utf-8"))
+            return subprocess.run([sys.executable, "-m", "tinystore.cli", *args], cwd=self.folder, env=self.env,
+                                  stdin=terminal, capture_output=True, text=True, timeout=TIMEOUT)
+        finally:
+            os.close(typed)
+            os.close(terminal)
+
     def cli_all(self, *commands: list[str]) -> list[subprocess.CompletedProcess]:
         """Run several ``tinystore`` commands at once, each to its end: quicker than one after another."""
         procs = [subprocess.Popen([sys.executable, "-m", "tinystore.cli", *args], cwd=self.folder, env=self.env,

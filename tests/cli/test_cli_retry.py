@@ -26,3 +26,19 @@ def test_retry_of_a_job_that_has_not_failed_changes_nothing_and_exits_1(app: App
     assert result.stderr.splitlines() == [
         "tinystore: job 'm4' of queue 'mail' is waiting, not failed: nothing to retry"]
     assert app.dump() == before and mail.get("m4").state == "waiting"
+
+
+def test_retry_of_every_failed_job_counts_them_and_without_a_terminal_needs_yes(app: App) -> None:
+    mail = mail_queue(app)
+    before = app.dump()
+    result = app.cli("retry", app.db, "mail", "--state", "failed")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "tinystore: error: this would retry 1 job of queue 'mail': give --yes to do it (nothing was changed)"]
+    assert app.dump() == before
+    result = app.cli("retry", app.db, "mail", "--state", "failed", "--yes", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"queue": "mail", "retried": 1}
+    assert (mail.get("m2").state, mail.get("m2").attempt) == ("waiting", 0)
+    result = app.cli("retry", app.db, "mail", "m2", "m4", "--yes")
+    assert result.returncode == 1 and result.stdout == "0 jobs of queue mail will run again\n"

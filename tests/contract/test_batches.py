@@ -391,3 +391,27 @@ def test_BAT_04_another_process_adds_jobs_to_the_batch_by_its_id(target, store):
     store.queue("parse").work(lambda payload, run: None)
     run_until_idle(store)
     assert mailer.get(batch.id).payload["batch"]["done"] == 2
+
+
+def test_BAT_15_cancel_many_and_retry_many_count_in_the_batches_of_the_jobs_they_act_on(store):
+    crawl = store.queue("crawl", attempts=1)
+    mailer = store.queue("mailer")
+    got = then_witness(mailer)
+    crawl.work(by_outcome)
+    batch = store.batch(then=(mailer, {"n": 1}))
+    crawl.add({"page": 1, "fail": True}, id="failing", batch=batch)
+    crawl.add({"page": 2}, id="done", batch=batch)
+    for n in range(300):  # more than one chunk of cancel_many
+        crawl.add({"page": 10 + n}, id=f"later-{n:03}", delay="1h", batch=batch)
+    crawl.add({"page": 0}, id="outside", delay="1h")
+    batch.close()
+    run_until_idle(store)
+    assert crawl.retry_many(state="failed") == 1  # its failure no longer counts: the batch waits for it again
+    state = store.batch_state(batch.id)
+    assert (state.waiting, state.failed, state.then_id) == (1, 0, None)
+    crawl.cancel_many(ids=["failing"])
+    assert crawl.cancel_many(state="scheduled") == 301  # the batch's 300 and one job outside it
+    run_until_idle(store)
+    assert got == [(batch.id, {"n": 1, "batch": {"id": batch.id, "done": 1, "failed": 0, "cancelled": 301}})]
+    run_until_idle(store)
+    assert len(got) == 1, "the then job is added once"

@@ -330,3 +330,28 @@ def test_pause_and_resume_need_the_token_and_the_queues_page_shows_the_pause(cli
     unknown = client.post("/api/pause", json={"queue": "nope"}, headers=AUTH)
     assert unknown.status_code == 404 and "'nope'" in unknown.json()["error"]
     assert "nope" not in store.queues()
+
+
+def test_cancel_many_and_retry_failed_act_on_every_job_the_filters_list_behind_the_token(
+        client: httpx.Client, store: tinystore.Store) -> None:
+    work = store.queue("work")
+    work.add({"n": 11}, id="now-11", group="g1")
+    work.add({"n": 12}, id="now-12", group="g0")
+    for headers in ({}, {"X-Tinystore-Token": "guess"}):
+        assert client.post("/api/cancel-many", json={"queue": "work"}, headers=headers).status_code == 403
+    assert work.get("now-11").state == "waiting"
+
+    answer = client.post("/api/cancel-many", json={"queue": "work", "state": "waiting", "group": "g1"}, headers=AUTH)
+    assert answer.json() == {"done": True, "message": "1 job of work cancelled"}
+    assert work.get("now-11") is None and work.get("now-12").state == "waiting"
+    assert work.get("later-10").state == "scheduled"
+    refused = client.post("/api/cancel-many", json={"queue": "work", "state": "failed"}, headers=AUTH)
+    assert refused.status_code == 400
+    assert "cancel_many acts on scheduled, waiting or running jobs" in refused.json()["error"]
+
+    answer = client.post("/api/retry-failed", json={"queue": "work", "group": "g1"}, headers=AUTH)
+    assert answer.json() == {"done": True, "message": "1 failed job of work waits to run again"}
+    assert work.get("job-3").state == "waiting" and work.get("job-0").state == "failed"
+    answer = client.post("/api/cancel-many", json={"queue": "work", "state": "", "group": ""}, headers=AUTH)
+    assert answer.json() == {"done": True, "message": "3 jobs of work cancelled"}  # now-12, later-10, job-3
+    assert [j.id for j in work.jobs()] == ["job-0", "job-1", "job-2", "job-4", "job-5"]

@@ -244,3 +244,17 @@ def test_at_a_phones_width_nothing_is_wider_than_the_screen(browser: Any, site: 
             browser.save_screenshot(str(shots / "dashboard-phone.png"))
     finally:
         browser.set_window_size(1280, 1000)
+
+
+def test_cancel_every_job_a_filtered_page_lists_from_the_page(browser: Any, site: Site) -> None:
+    ids = [site.mail.add({"to": f"bulk-{n}"}, id=f"bulk:{n}", group="bulk", delay="1h").id for n in range(3)]
+    open_page(browser, site, "#token=" + TOKEN)
+    open_page(browser, site, "#/jobs?queue=mail&state=scheduled&group=bulk")
+    wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#list tbody tr")) == 3)
+    wait(browser).until(EC.element_to_be_clickable((By.ID, "cancel-many"))).click()
+    alert = wait(browser).until(EC.alert_is_present())
+    assert alert.text == "Cancel the scheduled jobs of mail in group bulk, on every page?"
+    alert.accept()  # it asks first
+    wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "3 jobs of mail cancelled"))
+    assert [site.mail.get(id) for id in ids] == [None, None, None]
+    assert site.mail.get(site.scripted).state == "scheduled"  # not of the group: left as it was

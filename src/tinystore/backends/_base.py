@@ -204,6 +204,27 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class Pick:
+    """Which jobs of a queue ``cancel_many`` or ``retry_many`` acts on: those ``queue.jobs`` lists with
+    ``state`` and ``grp`` (None: any), and, where ``ids`` is given (sorted, each once), only those of
+    them; of those, only the jobs in the store when the walk began (``last``: the highest seq then)."""
+
+    state: Optional[str]
+    grp: Optional[str]
+    ids: Optional[tuple[str, ...]]
+    last: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What one transaction of a walk over many jobs did: how many jobs it acted on, and the id the next
+    one begins after (None: the walk is over)."""
+
+    acted: int
+    after: Optional[str]
+
+
+@dataclass(frozen=True)
 class Notice:
     """What one commit to the store changed, as far as workers and watchers care.
 
@@ -329,6 +350,21 @@ class Backend(Reads, ABC):
     @abstractmethod
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         """A failed job waits again, its attempts from zero; resolves to whether one had that id."""
+
+    @abstractmethod
+    def last_seq(self) -> int:
+        """The highest seq of the store's jobs now (0 where it has none): where a walk over many jobs ends."""
+
+    @abstractmethod
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        """One transaction of ``cancel_many``: the jobs ``pick`` names after the id ``after`` (a few
+        hundred rows read at most), each scheduled, waiting or running one taken away as ``cancel``
+        takes it; resolves to a ``Chunk``."""
+
+    @abstractmethod
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        """One transaction of ``retry_many``: as ``cancel_chunk``, each failed job waiting again as
+        ``retry_failed`` makes it; resolves to a ``Chunk``."""
 
     @abstractmethod
     def stats(self, now: float) -> Stats:

@@ -4,8 +4,8 @@
 - ``status``    queues by state, the oldest due job's age, the last minute's runs, which are paused
 - ``jobs``      a page of a queue's jobs
 - ``show``      one job: payload, attempts, error and traceback, steps, lease holder
-- ``retry``     run a failed job again
-- ``cancel``    take a job away
+- ``retry``     run a failed job again, or many (``_many``: ids, --state, --group, confirmed)
+- ``cancel``    take a job away, or many
 - ``pause``     stop every process from starting the jobs of queues (every queue when none is named)
 - ``resume``    let every process start them again
 - ``add``       add a job

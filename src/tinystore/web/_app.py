@@ -117,6 +117,7 @@ def build(store: Store, token: str) -> Starlette:
         Route("/api/retry-failed", action(_retry_failed), methods=["POST"]),
         Route("/api/pause", action(_pause), methods=["POST"]),
         Route("/api/resume", action(_resume), methods=["POST"]),
+        Route("/api/cancel-many", action(_cancel_many), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC)),
     ]
     return Starlette(routes=routes)
@@ -185,15 +186,9 @@ def _cancel(store: Store, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _retry_failed(store: Store, body: dict[str, Any]) -> dict[str, Any]:
-    """Every failed job of a queue runs again: a page of them at a time, each retried."""
+    """Every failed job of a queue (of one group, where ``group`` names one) runs again (retry_many)."""
     queue = _views.known_queue(store, _named(body, "queue"))
-    retried, after = 0, None
-    while True:
-        page = queue.jobs(state="failed", limit=500, after=after)
-        retried += sum(queue.retry(job.id) for job in page)
-        if len(page) < 500:
-            break
-        after = page[-1].id
+    retried = queue.retry_many(group=_optional(body, "group"))
     return {"done": retried > 0, "message": f"{retried} failed job{'' if retried == 1 else 's'} of "
                                             f"{queue.name} wait{'s' if retried == 1 else ''} to run again"}
 
@@ -209,3 +204,18 @@ def _resume(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     queue = _views.known_queue(store, _named(body, "queue"))
     queue.resume()
     return {"done": True, "message": f"{queue.name} is resumed: its due jobs start again"}
+
+
+def _cancel_many(store: Store, body: dict[str, Any]) -> dict[str, Any]:
+    """The scheduled, waiting and running jobs a page of jobs lists with its filters (``state``, ``group``)
+    are taken away (cancel_many)."""
+    queue = _views.known_queue(store, _named(body, "queue"))
+    cancelled = queue.cancel_many(state=_optional(body, "state"), group=_optional(body, "group"))
+    return {"done": cancelled > 0,
+            "message": f"{cancelled} job{'' if cancelled == 1 else 's'} of {queue.name} cancelled"}
+
+
+def _optional(body: dict[str, Any], key: str) -> Any:
+    """A filter of the body, None where it is absent or empty (as the page's filters send "any")."""
+    value = body.get(key)
+    return None if value in (None, "") else value

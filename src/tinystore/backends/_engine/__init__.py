@@ -14,5 +14,6 @@ migrations, a file's or a server's safety); the engine gives the rest:
 - ``jobs``: adds, declarations, removals;
 - ``work``: the other writes (a claim cycle, cancel, retry, renew, progress,
   steps, run.transaction's lease check);
+- ``bulk``: a chunk of cancel_many or retry_many, one bounded transaction;
 - ``reads``: get, ahead, jobs, stats, detail, watched.
 """

@@ -331,3 +331,7 @@ SELECT b.id, b.then_queue, b.closed_at, b.total, b.done, b.failed, b.cancelled, 
     (SELECT count(*) FROM tinystore_jobs WHERE batch = b.id AND state = 'running')
 FROM tinystore_batches b LEFT JOIN tinystore_jobs t ON t.seq = b.then_seq
 WHERE b.id = :id;
+
+-- name: jobs_last_seq
+-- The highest seq of the store's jobs (seqs only grow): a walk over many jobs acts on none above it.
+SELECT coalesce(max(seq), 0) FROM tinystore_jobs;

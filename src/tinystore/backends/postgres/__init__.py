@@ -76,10 +76,10 @@ from ..._options import QueueOptions
 from ..._transaction import Transaction
 from .._appconn import driver_connection, join_transaction
 from .._base import (Added, Backend, BatchRow, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice,
-                     NoticeListener, Settlement, Stats, Watched)
+                     NoticeListener, Pick, Settlement, Stats, Watched)
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
-from .._engine import batches, leases, reads, work
+from .._engine import batches, bulk, leases, reads, work
 from .._targets import LOCK_TIMEOUT
 from . import _sql
 from ._connection import (PgConn, Where, begin, behind_pooler, configure, connect, dial, is_connection_error,
@@ -465,6 +465,19 @@ class PostgresBackend(PostgresReads, Backend):
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         return self.submit(lambda conn: work.retry_failed(PgExecutor(conn), queue, id, now), work=queue)
+
+    def last_seq(self) -> int:
+        with self._read() as conn:
+            return bulk.last_seq(PgExecutor(conn))
+
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        # In a transaction of its own (alone): the rows it locks hold up no other operation's commit.
+        return self.submit(lambda conn: bulk.cancel(PgExecutor(conn), queue, pick, after, now, self._writer.notify),
+                           work=queue, alone=True)
+
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        return self.submit(lambda conn: bulk.retry(PgExecutor(conn), queue, pick, after, now), work=queue,
+                           alone=True)
 
     def stats(self, now: float) -> Stats:
         with self._read(snapshot=True) as conn:

@@ -400,3 +400,24 @@ SELECT seq, batch FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) AND batch IS 
 -- name: batches_delete_then
 -- The batches whose then jobs (an array of seqs) leave.
 DELETE FROM {schema}.batches WHERE then_seq = ANY(%s::bigint[]);
+
+-- name: jobs_lock
+-- The jobs of a chunk of cancel_many or retry_many, read again and locked (in seq order) before they
+-- are acted on: a claim's SKIP LOCKED passes them by until the commit, and a row a claim took since
+-- the walk read it is read as it is now (SQLite's single writer needs no lock).
+SELECT seq, queue, id, payload, grp, state, at, attempt, error, progress, expires, result, repeat, priority
+FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) ORDER BY seq FOR UPDATE;
+
+-- name: leases_drop_many
+-- End the leases of jobs cancelled together, whatever their attempts.
+DELETE FROM {schema}.leases WHERE job = ANY(%s::bigint[]);
+
+-- name: cancelled_mark_many
+-- Remember that jobs were cancelled together, for their watchers.
+INSERT INTO {schema}.cancelled (job, at) SELECT unnest(%(seqs)s::bigint[]), %(at)s
+ON CONFLICT (job) DO UPDATE SET at = excluded.at;
+
+-- name: jobs_retry_failed_many
+-- Failed jobs run again together, their attempts from zero.
+UPDATE {schema}.jobs SET state = 'queued', attempt = 0, at = %(at)s, expires = NULL
+WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 'failed';

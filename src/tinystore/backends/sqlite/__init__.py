@@ -32,10 +32,10 @@ from ..._transaction import Transaction
 from .._appconn import join_transaction
 from .._targets import LOCK_TIMEOUT
 from .._base import (Backend, BatchRow, Cycle, FailureListener, JobDetail, JobRow, NewJob, Notice,
-                     NoticeListener, Settlement, Stats, Watched)
+                     NoticeListener, Pick, Settlement, Stats, Watched)
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
-from .._engine import batches, leases, reads, work
+from .._engine import batches, bulk, leases, reads, work
 from . import _appconn, _daily_check, _identity
 from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
                           poll_for_the_write_lock, translated)
@@ -258,11 +258,12 @@ class SQLiteBackend(SQLiteReads, Backend):
             lock.close()
         _identity.closed(self)
 
-    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
+               alone: bool = False) -> Future:
         """A write for the writer; ``work`` a queue it gives work to, for its commit's notice, ``source``
-        who asked (see ``Writer.submit``)."""
+        who asked, ``alone`` in a transaction of its own (see ``Writer.submit``)."""
         self._usable()
-        return self._writer.submit(fn, *args, work=work, source=source)
+        return self._writer.submit(fn, *args, work=work, source=source, alone=alone)
 
     # Notices
 
@@ -403,6 +404,20 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def retry_failed(self, queue: str, id: str, now: float) -> Future:
         return self.submit(lambda conn: work.retry_failed(SQLiteExecutor(conn), queue, id, now), work=queue)
+
+    def last_seq(self) -> int:
+        with self._read() as conn:
+            return bulk.last_seq(SQLiteExecutor(conn))
+
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        # Alone: in a transaction of its own, after the writes waiting before it (adds), which commit
+        # without waiting for the chunk; the next chunk is asked for only once this one committed.
+        return self.submit(lambda conn: bulk.cancel(SQLiteExecutor(conn), queue, pick, after, now,
+                                                    self._writer.notify), work=queue, alone=True)
+
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+        return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue,
+                           alone=True)
 
     def jobs(self, queue: str, state: Optional[str], grp: Optional[str], limit: int, after: Optional[str],
              now: float) -> list[JobRow]:

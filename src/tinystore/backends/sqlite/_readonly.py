@@ -82,7 +82,8 @@ class ReadOnlyBackend(SQLiteBackend):
 
     # Every write, and what needs one (hearing of commits, transactions), is refused.
 
-    def submit(self, fn: Callable[..., Any], *args: Any, work: Any = None, source: Any = None) -> Any:
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Any = None, source: Any = None,
+               alone: bool = False) -> Any:
         self._refuse()
 
     def listen(self, on_notice: NoticeListener, on_error: FailureListener) -> None:

@@ -13,6 +13,10 @@ runs what is queued while that lock is taken. Handing every operation to the
 writer thread would cost a thread switch each, and make each SQLite call
 there wait for a busy thread to give up the GIL.
 
+A long operation (a chunk of ``cancel_many``) is submitted ``alone``: the
+writer thread runs it in a transaction of its own, after a batch of what
+was queued before it, whose callers are told first.
+
 An operation that gives a queue work (jobs added or requeued, room freed)
 or cancels a job says so (``work=`` at submit, or ``notify`` while it runs);
 the commit logs those notices in ``tinystore_notices`` for other processes
@@ -77,19 +81,26 @@ class Writer:
         self._thread = threading.Thread(target=self._loop, name="tinystore-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
+               alone: bool = False) -> Future:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
         ``work`` names a queue the operation gives work to, for the notice of
         its commit (when it changed something); ``source``, who asked, so that
         it is not woken by its own write. When no transaction is running,
-        this thread runs the queue itself now.
+        this thread runs the queue itself now. ``alone``: a long operation (a
+        chunk of cancel_many) in a transaction of its own, handed to the
+        writer thread, so that the writes queued before it commit first in a
+        batch of their own, and their callers are told before it runs.
         """
         future: Future = Future()
         with self._cv:
             if self._closing:
                 raise Closed("the store is closed")
-            self._pending.append((fn, args, future, work, source))
+            self._pending.append((fn, args, future, work, source, alone))
+            if alone:
+                self._cv.notify()
+                return future
         if self._write_lock.acquire(blocking=False):
             ran = []
             try:
@@ -119,7 +130,17 @@ class Writer:
         self._notices.notify(queue, job, wake_source)
 
     def _take(self, limit: int) -> list:
-        return [self._pending.popleft() for _ in range(min(len(self._pending), limit))]
+        """The next batch: up to ``limit`` operations in order, ending before one that runs alone, which is
+        a batch by itself."""
+        batch: list = []
+        while self._pending and len(batch) < limit:
+            alone = self._pending[0][5]
+            if alone and batch:
+                break
+            batch.append(self._pending.popleft())
+            if alone:
+                break
+        return batch
 
     def changed(self) -> bool:
         """Whether another connection committed since the writer last looked (polled, cheap).
@@ -192,7 +213,7 @@ class Writer:
             version = conn.execute("PRAGMA data_version").fetchone()[0]
             if version != self._version:
                 self._foreign, self._version = True, version
-            for fn, args, future, work, source in batch:
+            for fn, args, future, work, source, _ in batch:
                 if not future.set_running_or_notify_cancel():
                     continue
                 if not alone:
@@ -221,7 +242,7 @@ class Writer:
             self._roll_back()
             # Each caller's error names its own queue.
             return None, [(future, None, translated(exc, path_of(conn), timeout_of(conn), work))
-                          for fn, args, future, work, source in batch if not future.done()]
+                          for fn, args, future, work, source, _ in batch if not future.done()]
         return notices.notice(), outcomes
 
     def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set) -> None:

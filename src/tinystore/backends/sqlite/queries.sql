@@ -316,3 +316,24 @@ SELECT seq, batch FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(
 -- name: batches_delete_then
 -- The batches whose then jobs (a JSON array of seqs) leave.
 DELETE FROM tinystore_batches WHERE then_seq IN (SELECT value FROM json_each(?));
+
+-- name: jobs_lock
+-- The jobs of a chunk of cancel_many or retry_many (a JSON array of seqs), read again before they are
+-- acted on. The single writer holds the file's write lock: no row can change before the commit.
+SELECT seq, queue, id, CAST(payload AS BLOB), grp, state, at, attempt, CAST(error AS BLOB),
+       CAST(progress AS BLOB), expires, CAST(result AS BLOB), repeat, priority
+FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq;
+
+-- name: leases_drop_many
+-- End the leases of jobs cancelled together, whatever their attempts (a JSON array of seqs).
+DELETE FROM tinystore_leases WHERE job IN (SELECT value FROM json_each(?));
+
+-- name: cancelled_mark_many
+-- Remember that jobs were cancelled together (a JSON array of seqs), for their watchers.
+INSERT INTO tinystore_cancelled (job, at) SELECT value, :at FROM json_each(:seqs) WHERE true
+ON CONFLICT (job) DO UPDATE SET at = excluded.at;
+
+-- name: jobs_retry_failed_many
+-- Failed jobs run again together (a JSON array of seqs), their attempts from zero.
+UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = :at, expires = NULL
+WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 'failed';

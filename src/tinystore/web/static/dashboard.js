@@ -261,6 +261,14 @@ function jobRows(data) {
   return el("div", { class: "table" }, el("table", {}, el("thead", {}, head), body));
 }
 
+function cancelShown(params) {
+  // Every job the filters list, on every page (cancel_many): not for done or failed jobs, which cannot
+  // be cancelled, nor under an id prefix, which cancel_many does not take.
+  if (["done", "failed"].includes(params.state) || params.prefix) return null;
+  const what = [params.state || "scheduled, waiting and running", "jobs of", params.queue, params.group ? `in group ${params.group}` : ""].join(" ").trim();
+  return el("div", { class: "actions" }, el("button", { class: "danger", id: "cancel-many", onclick: () => act("api/cancel-many", { queue: params.queue, state: params.state || "", group: params.group || "" }, `Cancel the ${what}, on every page?`) }, "Cancel every job listed"));
+}
+
 async function showJobs(params) {
   let names = [];
   try { names = (await read("api/queues", {})).queues; } catch (e) { failed(main, e); return; }
@@ -285,7 +293,7 @@ async function showJobs(params) {
     const pager = el("div", { class: "pager" },
       params.after ? link("jobs", { ...params, after: "" }, "First page") : null,
       data.next ? link("jobs", { ...params, after: data.next }, "Next page") : null);
-    list.replaceChildren(jobRows(data), pager);
+    list.replaceChildren(jobRows(data), pager, cancelShown(params));
   };
   listen({ view: "jobs", ...params }).addEventListener("view", (e) => { const d = JSON.parse(e.data); if (d.jobs) draw(d); else if (d.error) say(d.error, true); });
   try { draw(await read("api/jobs", params)); } catch (e) { failed(list, e); }
