@@ -38,5 +38,10 @@ class CommitNotices:
             else:
                 self.cancelled.add((queue, job))
 
+    def told(self) -> list[tuple[str, Optional[int]]]:
+        """What the running operation told so far (a queue given work, or a job cancelled), whether or not it
+        changes rows: for a writer that sends its notices before it knows."""
+        return list(self._told)
+
     def notice(self) -> Optional[Notice]:
         return Notice(self.queues, frozenset(job for _, job in self.cancelled)) if self.changed else None

