@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -190,7 +191,7 @@ class Writer:
 
     def _connection(self) -> PgConn:
         conn = self._conn
-        if conn is None or conn.raw.closed or conn.raw.broken:
+        if conn is None or conn.raw.closed or conn.raw.broken or _dropped(conn.raw):
             if conn is not None:
                 conn.raw.close()
             self._conn = None
@@ -348,6 +349,19 @@ class Writer:
                 conn.execute("ROLLBACK")
         except psycopg.Error:
             pass
+
+
+def _dropped(raw: psycopg.Connection) -> bool:
+    """Whether the server closed an idle connection (a restart, a terminated session), read from what it
+    sent meanwhile without sending anything: a bare statement's error would leave its commit in doubt."""
+    for _ in range(3):  # its last message, then the end of the stream
+        if not select.select([raw.fileno()], [], [], 0)[0]:
+            break
+        try:
+            raw.pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+    return raw.closed
 
 
 def _drain(pipeline: psycopg.Pipeline) -> None:
