@@ -7,6 +7,12 @@ that one's error touches no other; one COMMIT for all of them, and only then
 are their futures resolved. A write never runs on the caller's thread: a
 round trip to the server must not stall a worker's event loop.
 
+Round trips are what a write costs over a network. A transaction of one
+operation needs no savepoint and runs in pipeline mode: its statements go
+to the server where the operation reads an answer, and the rest with the
+notices and COMMIT (``_alone``). A bare operation alone runs in autocommit,
+one statement (``_bare``, below).
+
 What serialises what, across processes (no lock spans a claim cycle):
 
 - Adds, settlements, renewals, expiries and the claims of a queue without
@@ -19,7 +25,8 @@ What serialises what, across processes (no lock spans a claim cycle):
   is an operation run ``alone``: its own short transaction, after the
   batch's, that takes the queue's transaction-level advisory lock,
   ``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``,
-  counts and takes, and commits. The counts of live leases and of starts in
+  counts and takes, and commits without waiting for the disk (a durable
+  commit follows before its handlers start: ``PostgresBackend.cycle``). The counts of live leases and of starts in
   the rate windows cannot change upwards until it has committed the leases
   it took (only claims add to them, one at a time), so two processes can
   never both take the last place (LIM-01..03). A settlement that ends a
@@ -68,6 +75,7 @@ import select
 import threading
 from collections import deque
 from concurrent.futures import Future
+from contextlib import nullcontext
 from typing import Any, Callable, Iterable, Optional
 
 import psycopg
@@ -81,6 +89,7 @@ log = logging.getLogger("tinystore.store")
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the queues' locks long
 RETRIES = 8  # runs of a batch that met a deadlock or a serialization failure
 MAYBE = "the connection was lost during COMMIT: it may or may not have been written"
+PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 and later (psycopg[binary] has it): else one by one
 
 
 class Transact(Exception):
@@ -276,22 +285,23 @@ class Writer:
         fn, args, future, work, source, locks, unknown, bare = item
         notices = self._notices = CommitNotices()
         notices.begin(work)
-        with conn.raw.pipeline() as pipeline:
+        with conn.raw.pipeline() if PIPELINE else nullcontext() as pipeline:
             conn.sent = []
             try:
                 began = self._begin(conn, locks, stage)
                 result = fn(conn, *args)
                 self._end(conn, notices.told(), began, stage, unsure=True)
-                pipeline.sync()
+                if pipeline is not None:
+                    pipeline.sync()
                 if conn.count_sent():
                     notices.wrote(source)
             except Exception as exc:
                 conn.sent = None
-                _drain(pipeline)
-                if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)
-                                                       or stage[0] == "commit"):
-                    raise  # run again, or failed (where COMMIT was sent, its error: maybe written)
-                error = exc
+                if pipeline is not None:
+                    _drain(pipeline)
+                if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
+                    raise  # run again, or failed (lost once COMMIT was sent: maybe written)
+                error = exc  # its own, which a statement sent with COMMIT may raise there: COMMIT did not run
             else:
                 return notices.notice(), [(future, result, None)]
         conn.execute("ROLLBACK")
