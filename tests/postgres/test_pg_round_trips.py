@@ -147,3 +147,33 @@ def test_an_add_whose_batch_names_an_id_twice_adds_it_once_all_or_nothing(relaye
     assert second.payload == {"n": 1}
     assert sorted((job.id, job.payload["n"]) for job in queue.jobs()) == [("other", 3), ("twice", 1)]
     assert len(seen(relay, "add")) == 2
+
+
+def test_an_operations_error_in_a_batch_fails_that_operation_only(pg: Any, caplog: Any) -> None:
+    # A batch runs in pipeline mode, where an error comes back with COMMIT; it then runs again one
+    # statement at a time, each operation in a savepoint: the others commit, the one that failed alone
+    # fails. The witness is a table of the test's own.
+    store = pg.open()
+    backend = store._backend  # noqa: SLF001 - the writer's batches, which no public call forms at will
+    witness = f'"{pg.schema}".witness'
+    with pg.connect(autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {witness} (n int PRIMARY KEY)")
+    started, gate = threading.Event(), threading.Event()
+
+    def hold(conn: Any) -> None:
+        started.set()
+        gate.wait(10)
+    before = backend._writer.transactions  # noqa: SLF001
+    busy = backend.submit(hold)
+    assert started.wait(10)  # the writer's thread held: the next four are one batch
+    ops = [backend.submit(lambda conn, n=n: conn.execute(f"INSERT INTO {witness} VALUES (%s)", (n,)))
+           for n in (1, 2, 1, 3)]
+    gate.set()
+    busy.result(timeout=10)
+    for n in (0, 1, 3):
+        ops[n].result(timeout=10)
+    with pytest.raises(tinystore.Error, match="duplicate key"):
+        ops[2].result(timeout=10)
+    assert pg.rows(f"SELECT n FROM {witness} ORDER BY n") == [(1,), (2,), (3,)]
+    assert backend._writer.transactions == before + 2  # noqa: SLF001 - the four were one batch
+    assert not [r for r in caplog.records if r.name.startswith("psycopg") and r.levelname == "WARNING"]

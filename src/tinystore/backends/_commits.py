@@ -29,10 +29,11 @@ class CommitNotices:
     def notify(self, queue: str, job: Optional[int] = None) -> None:
         self._told.append((queue, job))
 
-    def wrote(self, source: Any) -> None:
-        """The operation that began last changed rows: what it told counts."""
+    def wrote(self, source: Any, told: Optional[list[tuple[str, Optional[int]]]] = None) -> None:
+        """The operation that began last changed rows: what it told counts (``told``: what an earlier one
+        told, for a writer that learns after all of them ran which changed rows)."""
         self.changed = True
-        for queue, job in self._told:
+        for queue, job in self._told if told is None else told:
             if job is None:
                 self.queues[queue] = source if self.queues.get(queue, source) is source else None
             else:

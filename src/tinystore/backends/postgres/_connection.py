@@ -149,6 +149,12 @@ def raise_translated(exc: BaseException, where: Where, queue: Optional[str] = No
     raise error from exc
 
 
+def _wrote(cur: psycopg.Cursor) -> bool:
+    """Whether a statement answered wrote rows."""
+    status = cur.statusmessage or ""
+    return bool(cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"))
+
+
 class PgConn:
     """A psycopg connection as tinystore's modules and ``Transaction`` use one: ``execute`` returns a
     cursor, ``executemany`` too (psycopg's connection has none), and ``changes`` counts the statements
@@ -182,18 +188,15 @@ class PgConn:
     def _count(self, cur: psycopg.Cursor) -> None:
         if self.sent is not None:  # in the writer's pipeline: the answer comes later (count_sent)
             self.sent.append(cur)
-            return
-        status = cur.statusmessage or ""
-        if cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"):
+        elif _wrote(cur):
             self.changes += 1
 
-    def count_sent(self) -> bool:
-        """The pipeline answered: count the statements sent in it that wrote rows; whether any did."""
-        sent, self.sent = self.sent or [], None
-        before = self.changes
-        for cur in sent:
-            self._count(cur)
-        return self.changes != before
+    def count_sent(self, first: int, end: int) -> bool:
+        """The pipeline answered: count the statements sent in it from ``first`` to ``end`` that wrote rows;
+        whether any did."""
+        wrote = sum(_wrote(cur) for cur in (self.sent or [])[first:end])
+        self.changes += wrote
+        return wrote > 0
 
     def one(self, sql: str, params: Any = None) -> Optional[tuple]:
         return self.execute(sql, params).fetchone()

@@ -7,11 +7,12 @@ that one's error touches no other; one COMMIT for all of them, and only then
 are their futures resolved. A write never runs on the caller's thread: a
 round trip to the server must not stall a worker's event loop.
 
-Round trips are what a write costs over a network. A transaction of one
-operation needs no savepoint and runs in pipeline mode: its statements go
-to the server where the operation reads an answer, and the rest with the
-notices and COMMIT (``_alone``). A bare operation alone runs in autocommit,
-one statement (``_bare``, below).
+Round trips are what a write costs over a network. A transaction runs in
+pipeline mode: its statements go to the server where an operation reads an
+answer, and the rest with the notices and COMMIT (``_pipelined``); only
+where an operation of a batch fails is the batch run again one statement at
+a time, each operation in a savepoint (``_batch``). A bare operation alone
+runs in autocommit, one statement (``_bare``, below).
 
 What serialises what, across processes (no lock spans a claim cycle):
 
@@ -245,14 +246,12 @@ class Writer:
     def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
         self.transactions += 1
         conn.owner = self.owner
-        if len(batch) > 1:
-            return self._batch(conn, batch, stage)
-        if batch[0][7] and self.work is None:
+        if len(batch) == 1 and batch[0][7] and self.work is None:
             try:
                 return self._bare(conn, batch[0], stage)
             except Transact:
                 stage[0] = "begin"
-        return self._alone(conn, batch[0], stage)
+        return self._pipelined(conn, batch, stage)
 
     def _begin(self, conn: PgConn, locks: set[str], stage: list) -> int:
         """BEGIN and the locks declared; the work measured so far (``work``)."""
@@ -279,36 +278,48 @@ class Writer:
         stage[0] = "commit"
         conn.execute("COMMIT")
 
-    def _alone(self, conn: PgConn, item: tuple, stage: list) -> tuple[Optional[Notice], list]:
-        """One operation in its transaction, in pipeline mode: statements are sent where the operation reads
-        an answer and with COMMIT, not one by one; any error fails the operation (no savepoint)."""
-        fn, args, future, work, source, locks, unknown, bare = item
+    def _pipelined(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+        """The batch in one transaction in pipeline mode: statements are sent where an operation reads an
+        answer, and the rest with the notices and COMMIT. An error fails an operation alone in its
+        transaction; in a batch of several, where any fails, the batch is rolled back and run again one
+        statement at a time (``_batch``), so that the error fails only its own operation."""
         notices = self._notices = CommitNotices()
-        notices.begin(work)
+        ran = []  # per operation: its future, result, source, what it told, and its first statement sent
         with conn.raw.pipeline() if PIPELINE else nullcontext() as pipeline:
             conn.sent = []
             try:
-                began = self._begin(conn, locks, stage)
-                result = fn(conn, *args)
-                self._end(conn, notices.told(), began, stage, unsure=True)
+                began = self._begin(conn, set().union(*(item[5] for item in batch)), stage)
+                for fn, args, future, work, source, locks, unknown, bare in batch:
+                    notices.begin(work)
+                    first = len(conn.sent)
+                    result = fn(conn, *args)
+                    ran.append((future, result, source, notices.told(), first))
+                self._end(conn, [told for item in ran for told in item[3]], began, stage, unsure=True)
                 if pipeline is not None:
                     pipeline.sync()
-                if conn.count_sent():
-                    notices.wrote(source)
             except Exception as exc:
                 conn.sent = None
                 if pipeline is not None:
                     _drain(pipeline)
                 if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
                     raise  # run again, or failed (lost once COMMIT was sent: maybe written)
-                error = exc  # its own, which a statement sent with COMMIT may raise there: COMMIT did not run
+                error = exc  # an operation's own (one sent with COMMIT may raise there: COMMIT did not run)
             else:
-                return notices.notice(), [(future, result, None)]
+                ends = [item[4] for item in ran[1:]] + [len(conn.sent)]
+                for (future, result, source, told, first), end in zip(ran, ends):
+                    if conn.count_sent(first, end):
+                        notices.wrote(source, told)
+                conn.sent = None
+                return notices.notice(), [(item[0], item[1], None) for item in ran]
         conn.execute("ROLLBACK")
-        return None, [(future, None, _own(error, self._where, work))]
+        if len(batch) == 1:
+            return None, [(batch[0][2], None, _own(error, self._where, batch[0][3]))]
+        stage[0] = "begin"
+        return self._batch(conn, batch, stage)
 
     def _batch(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
-        """Operations in one transaction, each in its own savepoint, its statements run one by one."""
+        """Operations in one transaction, each in its own savepoint so that one's error touches no other,
+        their statements run one by one."""
         began = self._begin(conn, set().union(*(item[5] for item in batch)), stage)
         outcomes = []
         notices = self._notices = CommitNotices()
