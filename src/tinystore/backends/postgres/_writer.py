@@ -2,9 +2,9 @@
 
 Every write of a store (adds, claims, settlements, steps, renewals) is an
 operation queued here and run by the writer thread in one transaction with
-every other operation waiting at that moment, each in its own savepoint so
-that one's error touches no other; one COMMIT for all of them, and only then
-are their futures resolved. A write never runs on the caller's thread: a
+every other operation waiting at that moment, so that one's error touches
+no other (see below); one COMMIT for all of them, and only then are their
+futures resolved. A write never runs on the caller's thread: a
 round trip to the server must not stall a worker's event loop.
 
 Round trips are what a write costs over a network. A transaction runs in
@@ -27,10 +27,11 @@ What serialises what, across processes (no lock spans a claim cycle):
   batch's, that takes the queue's transaction-level advisory lock,
   ``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``,
   counts and takes, and commits without waiting for the disk (a durable
-  commit follows before its handlers start: ``PostgresBackend.cycle``). The counts of live leases and of starts in
-  the rate windows cannot change upwards until it has committed the leases
-  it took (only claims add to them, one at a time), so two processes can
-  never both take the last place (LIM-01..03). A settlement that ends a
+  commit follows before its handlers start: ``PostgresBackend.cycle``).
+  The counts of live leases and of starts in the rate windows cannot
+  change upwards until it has committed the leases it took (only claims
+  add to them, one at a time), so two processes can never both take the
+  last place (LIM-01..03). A settlement that ends a
   lease meanwhile only makes the count read high for a moment.
 - A group's row (its running count and head) is changed under the group's
   own advisory lock (``PgExecutor.lock_groups``), taken before its row is
