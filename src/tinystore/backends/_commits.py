@@ -31,15 +31,21 @@ class CommitNotices:
         settlement), so its own runners of ``queue`` are woken too."""
         self._told.append((queue, job, wake_source))
 
-    def wrote(self, source: Any) -> None:
-        """The operation that began last changed rows: what it told counts."""
+    def wrote(self, source: Any, told: Optional[list[tuple[str, Optional[int], bool]]] = None) -> None:
+        """The operation that began last changed rows: what it told counts (``told``: what an earlier one
+        told, for a writer that learns after all of them ran which changed rows)."""
         self.changed = True
-        for queue, job, wake_source in self._told:
+        for queue, job, wake_source in self._told if told is None else told:
             if job is None:
                 asked = source if not wake_source else None
                 self.queues[queue] = asked if self.queues.get(queue, asked) is asked else None
             else:
                 self.cancelled.add((queue, job))
+
+    def told(self) -> list[tuple[str, Optional[int], bool]]:
+        """What the running operation told so far (a queue given work, or a job cancelled), whether or not it
+        changes rows: for a writer that sends its notices before it knows."""
+        return list(self._told)
 
     def notice(self) -> Optional[Notice]:
         return Notice(self.queues, frozenset(job for _, job in self.cancelled)) if self.changed else None

@@ -92,7 +92,7 @@ def retried(ex: Executor, seq: int) -> None:
     row = ex.one("job_batch", (seq,))
     if row is None or row[0] is None:
         return
-    if ex.run("batch_unfail", (row[0],)) == 0:
+    if ex.one("batch_unfail", (row[0],)) is None:
         ex.run("job_leave_batch", (seq,))
 
 

@@ -53,12 +53,13 @@ class Executor(ABC):
         """Every row of statement ``name``."""
 
     @abstractmethod
-    def run(self, name: str, params: Any = ()) -> int:
-        """Run statement ``name``; the rows it changed."""
+    def run(self, name: str, params: Any = ()) -> None:
+        """Run statement ``name``, whose answer nothing reads: a driver may send it with the statements that
+        follow, in one round trip (its error then comes with their answers, failing the transaction)."""
 
     @abstractmethod
     def each(self, name: str, rows: list[Any]) -> None:
-        """Run statement ``name`` once per row of parameters."""
+        """Run statement ``name`` once per row of parameters (answers not read, as ``run``)."""
 
     @abstractmethod
     def array(self, values: Sequence[Any]) -> Any:

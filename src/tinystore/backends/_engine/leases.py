@@ -80,7 +80,7 @@ def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float, notify
 def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: int, now: float,
              notify: Notify) -> None:
     """End one lease whose attempt will never settle."""
-    if ex.run("lease_end", (seq, attempt)) == 0:
+    if ex.one("lease_end", (seq, attempt)) is None:
         return
     row = ex.one("job_by_seq", (seq,))
     if row is not None:

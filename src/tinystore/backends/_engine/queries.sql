@@ -74,7 +74,7 @@ SELECT count(*) FROM tinystore_leases WHERE queue = ?;
 
 -- name: lease_end
 -- End the lease of one attempt; no row when that attempt no longer holds it (JOB-05).
-DELETE FROM tinystore_leases WHERE job = ? AND attempt = ?;
+DELETE FROM tinystore_leases WHERE job = ? AND attempt = ? RETURNING job;
 
 -- name: lease_held
 -- Whether an attempt still holds its lease.
@@ -87,8 +87,9 @@ FROM tinystore_leases l LEFT JOIN tinystore_processes p ON p.id = l.owner
 WHERE l.job = ?;
 
 -- name: lease_renew
--- Renew the leases a process holds in a queue.
-UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ?;
+-- Renew the leases a process holds in a queue; the jobs whose leases it still holds (one statement: a
+-- renewal is one round trip to a server).
+UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ? RETURNING job;
 
 -- name: leases_expired
 -- Leases of a queue that ran out.
@@ -313,7 +314,7 @@ UPDATE tinystore_batches SET then_seq = ? WHERE id = ?;
 
 -- name: batch_unfail
 -- A failed job of a batch runs again: it is no longer ended, where the batch's then job was not added.
-UPDATE tinystore_batches SET failed = failed - 1 WHERE id = ? AND then_seq IS NULL AND failed > 0;
+UPDATE tinystore_batches SET failed = failed - 1 WHERE id = ? AND then_seq IS NULL AND failed > 0 RETURNING id;
 
 -- name: job_batch
 -- The batch a job belongs to, or NULL.

@@ -110,8 +110,9 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
 
 
 def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> set[int]:
-    ex.run("lease_renew", (expires, owner, queue))
-    return {s for (s,) in ex.all("leases_held", (owner, ex.array(seqs)))}
+    """Renew a process's leases of a queue: which of ``seqs`` it still holds."""
+    held = {s for (s,) in ex.all("lease_renew", (expires, owner, queue))}
+    return held.intersection(seqs)
 
 
 def progress(ex: Executor, seq: int, attempt: int, value: str) -> bool:

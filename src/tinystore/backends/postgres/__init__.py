@@ -326,11 +326,11 @@ class PostgresBackend(PostgresReads, Backend):
         self._pool.close()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Any = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None, alone: bool = False) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future:
         if self.forked():
             self._usable()
         return self._writer.submit(fn, *args, queues=queues, work=work, source=source, unknown=unknown,
-                                   alone=alone)
+                                   alone=alone, bare=bare)
 
     # Notices
 
@@ -396,8 +396,11 @@ class PostgresBackend(PostgresReads, Backend):
 
     def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
         if tx is None:
+            # One statement where it can be (see PgExecutor.insert_jobs); jobs that join a batch lock and
+            # count its row beside their insert, in a transaction.
+            bare = all(job.batch is None for job in jobs)
             return self.submit(lambda conn: _engine_jobs.add(PgExecutor(conn), queue, jobs, now), work=queue,
-                               unknown=ADD_UNKNOWN)
+                               unknown=ADD_UNKNOWN, bare=bare)
         self._usable()
         conn = tx.connection if isinstance(tx.connection, PgConn) else PgConn(tx.connection, self.q)
         raw = conn.raw
@@ -560,8 +563,28 @@ class PostgresBackend(PostgresReads, Backend):
             # The clock is read once the queue's lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
             self._writer.lock(conn, queue)
+            if self._durability == "full":  # the lock is not held across the disk's wait (see flush)
+                conn.execute("SET LOCAL synchronous_commit = off")
             t = now() if callable(now) else now
             return work.claim_due(PgExecutor(conn, serial=True), queue, opts, owner, want, t, stale)
+
+        def flush(conn: PgConn) -> None:
+            # A limited claim commits without waiting for the disk, so that the queue's lock is held only
+            # for the count and the take. Its attempts are counted durably (JOB-04) before its handlers
+            # start: this durable commit (the process's heartbeat) flushes the log up to it and beyond.
+            conn.execute(self.q.process_seen, (now() if callable(now) else now, owner))
+
+        def claimed(second: Future) -> None:
+            try:
+                result = second.result()
+                if not result.claimed or self._durability != "full":
+                    done.set_result(result)
+                    return
+                third = self.submit(flush, bare=True)
+            except BaseException as exc:
+                done.set_exception(exc)
+                return
+            third.add_done_callback(lambda f: _copy(f, done, result))
 
         def settled(first: Future) -> None:
             try:
@@ -573,12 +596,12 @@ class PostgresBackend(PostgresReads, Backend):
             except BaseException as exc:
                 done.set_exception(exc)
                 return
-            second.add_done_callback(lambda f: _copy(f, done))
+            second.add_done_callback(claimed)
         self.submit(settle, source=source).add_done_callback(settled)
         return done
 
     def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
-        return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs))
+        return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs), bare=True)
 
     def progress(self, seq: int, attempt: int, value: str) -> Future:
         # No queue lock (the core does not name the queue, and it writes nothing that limits and order
@@ -686,11 +709,11 @@ class PostgresBackend(PostgresReads, Backend):
         return Transaction(PgConn(raw, self.q))
 
 
-def _copy(source: Future, target: Future) -> None:
-    """A future's outcome told to another."""
+def _copy(source: Future, target: Future, result: Any = None) -> None:
+    """A future's outcome told to another (``result`` in place of its own, where given)."""
     exc = source.exception()
     if exc is None:
-        target.set_result(source.result())
+        target.set_result(source.result() if result is None else result)
     else:
         target.set_exception(exc)
 

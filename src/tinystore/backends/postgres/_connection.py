@@ -182,6 +182,12 @@ def raise_translated(exc: BaseException, where: Where, queue: Optional[str] = No
     raise error from exc
 
 
+def _wrote(cur: psycopg.Cursor) -> bool:
+    """Whether a statement answered wrote rows."""
+    status = cur.statusmessage or ""
+    return bool(cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"))
+
+
 class PgConn:
     """A psycopg connection as tinystore's modules and ``Transaction`` use one: ``execute`` returns a
     cursor, ``executemany`` too (psycopg's connection has none), and ``changes`` counts the statements
@@ -195,6 +201,11 @@ class PgConn:
         # The writer's transaction's queue options as kept (text, or None), read once per queue: they
         # cannot change while it holds the queue's lock, which save_options takes (it forgets its queue's).
         self.options: Optional[dict[str, Optional[str]]] = None
+        # Set by the writer: the process whose notices its transaction sends, and whether the operation runs
+        # bare (alone in autocommit, each statement its own transaction: see _writer).
+        self.owner: Optional[int] = None
+        self.bare = False
+        self.sent: Optional[list[psycopg.Cursor]] = None  # while the writer's pipeline runs: its statements
 
     def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)
@@ -208,9 +219,17 @@ class PgConn:
         return cur
 
     def _count(self, cur: psycopg.Cursor) -> None:
-        status = cur.statusmessage or ""
-        if cur.rowcount and cur.rowcount > 0 and status.split(" ", 1)[0] in ("INSERT", "UPDATE", "DELETE", "MERGE"):
+        if self.sent is not None:  # in the writer's pipeline: the answer comes later (count_sent)
+            self.sent.append(cur)
+        elif _wrote(cur):
             self.changes += 1
+
+    def count_sent(self, first: int, end: int) -> bool:
+        """The pipeline answered: count the statements sent in it from ``first`` to ``end`` that wrote rows;
+        whether any did."""
+        wrote = sum(_wrote(cur) for cur in (self.sent or [])[first:end])
+        self.changes += wrote
+        return wrote > 0
 
     def one(self, sql: str, params: Any = None) -> Optional[tuple]:
         return self.execute(sql, params).fetchone()

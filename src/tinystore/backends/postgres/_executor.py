@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+import psycopg
+
 from .._base import Claimed, NewJob
 from .._engine.executor import Executor
 from ._connection import PgConn
+from ._writer import Transact, notice_text
 
 
 class PgExecutor(Executor):
@@ -33,8 +36,8 @@ class PgExecutor(Executor):
     def all(self, name: str, params: Any = ()) -> list[tuple]:
         return self.conn.execute(self.q[name], params).fetchall()
 
-    def run(self, name: str, params: Any = ()) -> int:
-        return self.conn.execute(self.q[name], params).rowcount
+    def run(self, name: str, params: Any = ()) -> None:
+        self.conn.execute(self.q[name], params)
 
     def each(self, name: str, rows: list[Any]) -> None:
         self.conn.executemany(self.q[name], rows)
@@ -54,15 +57,34 @@ class PgExecutor(Executor):
         return Claimed(*row)
 
     def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:
-        written = dict((id, seq) for seq, id in self.all("jobs_insert", {
-            "queue": queue, "ids": [j.id for j in jobs], "payloads": [j.payload for j in jobs],
-            "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs],
-            "priorities": [j.priority for j in jobs], "batches": [j.batch for j in jobs]}))
+        columns = {"queue": queue, "ids": [j.id for j in jobs], "payloads": [j.payload for j in jobs],
+                   "grps": [j.grp for j in jobs], "ats": [j.at for j in jobs], "repeats": [j.repeat for j in jobs],
+                   "priorities": [j.priority for j in jobs], "batches": [j.batch for j in jobs]}
+        if self.conn.bare:
+            return self._insert_alone(queue, jobs, columns)
+        written = dict((id, seq) for seq, id in self.all("jobs_insert", columns))
         seqs: list[tuple[Optional[int], bool]] = []
         for job in jobs:  # a batch's second job of an id finds its id taken by the first
             seq = written.pop(job.id, None)
             seqs.append((seq, seq is not None))
         return seqs
+
+    def _insert_alone(self, queue: str, jobs: list[NewJob], columns: dict[str, Any]) -> list[tuple[Optional[int], bool]]:
+        """An add that is its own transaction (the writer's bare operation): one statement writes every job
+        and sends the notice, or writes nothing, and the add runs again in a transaction (``Transact``):
+        where a job has a group (its row is written too), or an id is kept (which may be past its time).
+        Without a kept id, an id taken meanwhile fails the statement (no ON CONFLICT): nothing written."""
+        if any(j.grp is not None for j in jobs):
+            raise Transact
+        try:
+            rows = self.all("jobs_insert_alone", {**columns, "channel": self.conn.q.channel,
+                                                  "notice": notice_text(self.conn.owner, queue)})
+        except psycopg.errors.UniqueViolation:
+            raise Transact from None
+        if len(rows) < len(jobs):
+            raise Transact
+        written = {id: seq for seq, id, _ in rows}
+        return [(written[j.id], True) for j in jobs]
 
     def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
         return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat,

@@ -2,10 +2,17 @@
 
 Every write of a store (adds, claims, settlements, steps, renewals) is an
 operation queued here and run by the writer thread in one transaction with
-every other operation waiting at that moment, each in its own savepoint so
-that one's error touches no other; one COMMIT for all of them, and only then
-are their futures resolved. A write never runs on the caller's thread: a
+every other operation waiting at that moment, so that one's error touches
+no other (see below); one COMMIT for all of them, and only then are their
+futures resolved. A write never runs on the caller's thread: a
 round trip to the server must not stall a worker's event loop.
+
+Round trips are what a write costs over a network. A transaction runs in
+pipeline mode: its statements go to the server where an operation reads an
+answer, and the rest with the notices and COMMIT (``_pipelined``); only
+where an operation of a batch fails is the batch run again one statement at
+a time, each operation in a savepoint (``_batch``). A bare operation alone
+runs in autocommit, one statement (``_bare``, below).
 
 What serialises what, across processes (no lock spans a claim cycle):
 
@@ -19,10 +26,12 @@ What serialises what, across processes (no lock spans a claim cycle):
   is an operation run ``alone``: its own short transaction, after the
   batch's, that takes the queue's transaction-level advisory lock,
   ``pg_advisory_xact_lock(<queue key of the schema>, hashtext(queue))``,
-  counts and takes, and commits. The counts of live leases and of starts in
-  the rate windows cannot change upwards until it has committed the leases
-  it took (only claims add to them, one at a time), so two processes can
-  never both take the last place (LIM-01..03). A settlement that ends a
+  counts and takes, and commits without waiting for the disk (a durable
+  commit follows before its handlers start: ``PostgresBackend.cycle``).
+  The counts of live leases and of starts in the rate windows cannot
+  change upwards until it has committed the leases it took (only claims
+  add to them, one at a time), so two processes can never both take the
+  last place (LIM-01..03). A settlement that ends a
   lease meanwhile only makes the count read high for a moment.
 - A group's row (its running count and head) is changed under the group's
   own advisory lock (``PgExecutor.lock_groups``), taken before its row is
@@ -31,6 +40,13 @@ What serialises what, across processes (no lock spans a claim cycle):
 - Declarations of a schedule and saves of options take the queue's lock
   (``queues=``), so that they are applied one after another and never
   beside a limited claim.
+
+An operation that writes with one statement and sends its own notice (an
+add of jobs without a group, a renewal) is ``bare``: where it is alone in
+its batch, it runs in autocommit, without BEGIN and COMMIT, so that it
+costs one round trip to the server (the statement is its own transaction).
+One that finds it needs more than one statement after all raises
+``Transact`` before it writes, and runs again in a transaction.
 
 A batch takes the locks its operations declare (``queues=``) at BEGIN, in
 sorted order; an operation that finds it needs a queue's lock while it runs
@@ -57,9 +73,11 @@ from __future__ import annotations
 
 import json
 import logging
+import select
 import threading
 from collections import deque
 from concurrent.futures import Future
+from contextlib import nullcontext
 from typing import Any, Callable, Iterable, Optional
 
 import psycopg
@@ -73,13 +91,23 @@ log = logging.getLogger("tinystore.store")
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the queues' locks long
 RETRIES = 8  # runs of a batch that met a deadlock or a serialization failure
 MAYBE = "the connection was lost during COMMIT: it may or may not have been written"
+PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 and later (psycopg[binary] has it): else one by one
+
+
+class Transact(Exception):
+    """Raised by a bare operation run alone in autocommit that needs a transaction: it wrote nothing."""
+
+
+def notice_text(owner: Optional[int], queue: str, job: Optional[int] = None) -> str:
+    """A notice as sent on the store's channel: the process that sent it, the queue, a job cancelled."""
+    return json.dumps({"o": owner, "q": queue} if job is None else {"o": owner, "q": queue, "j": job})
 
 
 class Writer:
     def __init__(self, connect: Callable[[], PgConn], where: Where, on_commit: Callable[[Notice], None],
                  conn: Optional[PgConn] = None, begin: str = "BEGIN"):
         self._connect = connect
-        self._begin = begin  # BEGIN, with the session's settings through a pooler (_connection.begin)
+        self._begin_sql = begin  # BEGIN, with the session's settings through a pooler (_connection.begin)
         self._where = where
         self._on_commit = on_commit
         self._conn: Optional[PgConn] = conn
@@ -97,21 +125,23 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Iterable[str] = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None, alone: bool = False) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
         ``queues``: whose locks it needs; ``work`` a queue it gives work to,
         for the notice of its commit; ``source``, who asked, so that it is not
         woken by its own write; ``unknown``, what to say when the connection
         is lost during the COMMIT; ``alone``: in a transaction of its own,
-        after the batch's, so that the locks it takes are held for it only.
+        after the batch's, so that the locks it takes are held for it only;
+        ``bare``: one statement that sends its own notice, run in autocommit
+        where the batch holds it alone (see above).
         """
         future: Future = Future()
         locks = set(queues)
         with self._cv:
             if self._closing:
                 raise Closed(f"the store {self._where.location!r} is closed")
-            self._pending.append((fn, args, future, work, source, locks, unknown, alone))
+            self._pending.append((fn, args, future, work, source, locks, unknown, bare and not locks, alone))
             self._cv.notify()
         return future
 
@@ -149,8 +179,8 @@ class Writer:
                     return
                 batch = [self._pending.popleft() for _ in range(min(len(self._pending), MAX_OPERATIONS))]
             batch = [item for item in batch if item[2].set_running_or_notify_cancel()]
-            shared = [item[:7] for item in batch if not item[7]]
-            alone = [[item[:7]] for item in batch if item[7]]
+            shared = [item[:8] for item in batch if not item[8]]
+            alone = [[item[:8]] for item in batch if item[8]]
             for transaction in ([shared] if shared else []) + alone:
                 self._commit(transaction)
 
@@ -174,7 +204,7 @@ class Writer:
 
     def _connection(self) -> PgConn:
         conn = self._conn
-        if conn is None or conn.raw.closed or conn.raw.broken:
+        if conn is None or conn.raw.closed or conn.raw.broken or _dropped(conn.raw):
             if conn is not None:
                 conn.raw.close()
             self._conn = None
@@ -211,28 +241,93 @@ class Writer:
                 log.debug("a write transaction failed: %s", exc)
                 return None, [(future, None, translated(exc, self._where, work,
                                                         (unknown or MAYBE) if stage[0] == "commit" else None))
-                              for fn, args, future, work, source, locks, unknown in batch]
+                              for fn, args, future, work, source, locks, unknown, bare in batch]
             except BaseException:  # not the server's: the transaction must not stay open for the next batch
                 self._roll_back(conn)
                 raise
 
     def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
-        q = conn.q
         self.transactions += 1
-        conn.execute(self._begin)
-        measure = self.work
-        began = conn.one(q.work_done, (q.name,))[0] if measure is not None else 0
+        conn.owner = self.owner
+        if len(batch) == 1 and batch[0][7] and self.work is None:
+            try:
+                return self._bare(conn, batch[0], stage)
+            except Transact:
+                stage[0] = "begin"
+        return self._pipelined(conn, batch, stage)
+
+    def _begin(self, conn: PgConn, locks: set[str], stage: list) -> int:
+        """BEGIN and the locks declared; the work measured so far (``work``)."""
+        q = conn.q
+        conn.execute(self._begin_sql)
+        began = conn.one(q.work_done, (q.name,))[0] if self.work is not None else 0
         conn.locked = set()
         conn.options = {}
-        for queue in sorted(set().union(*(item[5] for item in batch))):
+        for queue in sorted(locks):
             self.lock(conn, queue)
         stage[0] = "run"
+        return began
+
+    def _end(self, conn: PgConn, told: Iterable[tuple[str, Optional[int]]], began: int, stage: list,
+             unsure: bool = False) -> None:
+        """The notices sent, and COMMIT. ``unsure``: whether the transaction wrote is not known yet (a
+        pipeline's answers come after): they are sent only if it did."""
+        q = conn.q
+        payloads = sorted({notice_text(self.owner, queue, job) for queue, job in told})
+        if payloads:
+            conn.execute(q.notify_written if unsure else q.notify_many, (q.channel, payloads))
+        if self.work is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed
+            self.work[0] += conn.one(q.work_done, (q.name,))[0] - began
+        stage[0] = "commit"
+        conn.execute("COMMIT")
+
+    def _pipelined(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+        """The batch in one transaction in pipeline mode: statements are sent where an operation reads an
+        answer, and the rest with the notices and COMMIT. An error fails an operation alone in its
+        transaction; in a batch of several, where any fails, the batch is rolled back and run again one
+        statement at a time (``_batch``), so that the error fails only its own operation."""
+        notices = self._notices = CommitNotices()
+        ran = []  # per operation: its future, result, source, what it told, and its first statement sent
+        with conn.raw.pipeline() if PIPELINE else nullcontext() as pipeline:
+            conn.sent = []
+            try:
+                began = self._begin(conn, set().union(*(item[5] for item in batch)), stage)
+                for fn, args, future, work, source, locks, unknown, bare in batch:
+                    notices.begin(work)
+                    first = len(conn.sent)
+                    result = fn(conn, *args)
+                    ran.append((future, result, source, notices.told(), first))
+                self._end(conn, [told for item in ran for told in item[3]], began, stage, unsure=True)
+                if pipeline is not None:
+                    pipeline.sync()
+            except Exception as exc:
+                conn.sent = None
+                if pipeline is not None:
+                    _drain(pipeline)
+                if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
+                    raise  # run again, or failed (lost once COMMIT was sent: maybe written)
+                error = exc  # an operation's own (one sent with COMMIT may raise there: COMMIT did not run)
+            else:
+                ends = [item[4] for item in ran[1:]] + [len(conn.sent)]
+                for (future, result, source, told, first), end in zip(ran, ends):
+                    if conn.count_sent(first, end):
+                        notices.wrote(source, told)
+                conn.sent = None
+                return notices.notice(), [(item[0], item[1], None) for item in ran]
+        conn.execute("ROLLBACK")
+        if len(batch) == 1:
+            return None, [(batch[0][2], None, _own(error, self._where, batch[0][3]))]
+        stage[0] = "begin"
+        return self._batch(conn, batch, stage)
+
+    def _batch(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+        """Operations in one transaction, each in its own savepoint so that one's error touches no other,
+        their statements run one by one."""
+        began = self._begin(conn, set().union(*(item[5] for item in batch)), stage)
         outcomes = []
         notices = self._notices = CommitNotices()
-        alone = len(batch) == 1  # alone in its transaction, an operation needs no savepoint
-        for fn, args, future, work, source, locks, unknown in batch:
-            if not alone:
-                conn.execute("SAVEPOINT operation")
+        for fn, args, future, work, source, locks, unknown, bare in batch:
+            conn.execute("SAVEPOINT operation")
             before = conn.changes
             notices.begin(work)
             try:
@@ -240,9 +335,6 @@ class Writer:
             except Exception as exc:
                 if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
                     raise  # the whole batch: run again, or failed
-                if alone:
-                    conn.execute("ROLLBACK")
-                    return None, [(future, None, _own(exc, self._where, work))]
                 conn.execute("ROLLBACK TO SAVEPOINT operation")
                 outcomes.append((future, None, _own(exc, self._where, work)))
                 conn.execute("RELEASE SAVEPOINT operation")
@@ -250,22 +342,58 @@ class Writer:
             outcomes.append((future, result, None))
             if conn.changes != before:
                 notices.wrote(source)
-            if not alone:
-                conn.execute("RELEASE SAVEPOINT operation")
-        if notices.queues or notices.cancelled:
-            payloads = [json.dumps({"o": self.owner, "q": queue}) for queue in notices.queues]
-            payloads += [json.dumps({"o": self.owner, "q": queue, "j": job}) for queue, job in notices.cancelled]
-            conn.execute(q.notify_many, (q.channel, payloads))
-        if measure is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed
-            measure[0] += conn.one(q.work_done, (q.name,))[0] - began
-        stage[0] = "commit"
-        conn.execute("COMMIT")
+            conn.execute("RELEASE SAVEPOINT operation")
+        self._end(conn, [(queue, None) for queue in notices.queues] + sorted(notices.cancelled), began, stage)
         return notices.notice(), outcomes
+
+    def _bare(self, conn: PgConn, item: tuple, stage: list) -> tuple[Optional[Notice], list]:
+        """A bare operation alone in autocommit: its one statement is its transaction, its notice sent by it."""
+        fn, args, future, work, source, locks, unknown, bare = item
+        notices = self._notices = CommitNotices()
+        notices.begin(work)
+        before = conn.changes
+        stage[0] = "commit"  # a connection lost from here on: the statement may or may not have committed
+        conn.bare = True
+        try:
+            result = fn(conn, *args)
+        except Exception as exc:
+            if isinstance(exc, Transact) or (isinstance(exc, psycopg.Error) and (
+                    exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw))):
+                raise
+            return None, [(future, None, _own(exc, self._where, work))]
+        finally:
+            conn.bare = False
+        if conn.changes != before:
+            notices.wrote(source)
+        return notices.notice(), [(future, result, None)]
 
     def _roll_back(self, conn: PgConn) -> None:
         try:
             if not conn.raw.closed and not conn.raw.broken:
                 conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass
+
+
+def _dropped(raw: psycopg.Connection) -> bool:
+    """Whether the server closed an idle connection (a restart, a terminated session), read from what it
+    sent meanwhile without sending anything: a bare statement's error would leave its commit in doubt."""
+    for _ in range(3):  # its last message, then the end of the stream
+        if not select.select([raw.fileno()], [], [], 0)[0]:
+            break
+        try:
+            raw.pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+    return raw.closed
+
+
+def _drain(pipeline: psycopg.Pipeline) -> None:
+    """A pipeline whose transaction failed: the answers still due read and let go, so that it ends cleanly."""
+    for _ in range(2):  # the statements after the error come back aborted, then the sync
+        try:
+            pipeline.sync()
+            return
         except psycopg.Error:
             pass
 

@@ -43,6 +43,20 @@ ORDER BY t.n
 ON CONFLICT (queue, id) DO NOTHING
 RETURNING seq, id;
 
+-- name: jobs_insert_alone
+-- An add that is its own transaction: a batch of jobs without a group, in the order given, with its
+-- notice (sent when it commits; the same text twice in a transaction is delivered once). Every job
+-- or none: none where an id names a kept job, and an id taken by an add committed since fails the
+-- statement (no ON CONFLICT). Returns the seqs and ids written.
+INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority)
+SELECT %(queue)s, t.id, t.payload, t.grp, 'queued', t.at, t.repeat, t.priority
+FROM unnest(%(ids)s::text[], %(payloads)s::text[], %(grps)s::text[], %(ats)s::float8[], %(repeats)s::text[],
+            %(priorities)s::int2[])
+     WITH ORDINALITY AS t(id, payload, grp, at, repeat, priority, n)
+WHERE NOT EXISTS (SELECT 1 FROM {schema}.jobs j WHERE j.queue = %(queue)s AND j.id = ANY(%(ids)s::text[]))
+ORDER BY t.n
+RETURNING seq, id, pg_notify(%(channel)s, %(notice)s);
+
 -- name: job_insert
 -- Add one job, unless its id names one already.
 INSERT INTO {schema}.jobs (queue, id, payload, grp, state, at, repeat, priority, batch)
@@ -307,10 +321,6 @@ ORDER BY id LIMIT %(limit)s;
 -- The queues in which processes hold leases.
 SELECT DISTINCT queue FROM {schema}.leases WHERE owner = ANY(%s::int[]) ORDER BY queue;
 
--- name: leases_held
--- Which of these jobs a process still holds.
-SELECT job FROM {schema}.leases WHERE owner = %s AND job = ANY(%s::bigint[]);
-
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).
 DELETE FROM {schema}.changes c WHERE NOT EXISTS (SELECT 1 FROM {schema}.watched w WHERE w.job = c.job);
@@ -327,6 +337,11 @@ ORDER BY c.id;
 -- name: notify_many
 -- A commit's notices, each sent to the store's channel when it commits (an array of JSON texts).
 SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p;
+
+-- name: notify_written
+-- notify_many where the transaction wrote (it has a transaction id): sent in a pipeline before the answers
+-- that tell whether it wrote, so that a transaction that changed nothing tells nobody.
+SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p WHERE pg_current_xact_id_if_assigned() IS NOT NULL;
 
 -- name: notify_one
 -- One notice, sent when the transaction commits (an add in the application's transaction).

@@ -36,8 +36,8 @@ class SQLiteExecutor(Executor):
     def all(self, name: str, params: Any = ()) -> list[tuple]:
         return self.conn.execute(Q[name], params).fetchall()
 
-    def run(self, name: str, params: Any = ()) -> int:
-        return self.conn.execute(Q[name], params).rowcount
+    def run(self, name: str, params: Any = ()) -> None:
+        self.conn.execute(Q[name], params)
 
     def each(self, name: str, rows: list[Any]) -> None:
         self.conn.executemany(Q[name], rows)

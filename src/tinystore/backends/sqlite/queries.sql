@@ -251,10 +251,6 @@ ORDER BY id LIMIT :limit;
 -- The queues in which processes hold leases (a JSON array of their ids).
 SELECT DISTINCT queue FROM tinystore_leases WHERE owner IN (SELECT value FROM json_each(?)) ORDER BY queue;
 
--- name: leases_held
--- Which of these jobs (a JSON array) a process still holds.
-SELECT job FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
-
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).
 DELETE FROM tinystore_changes WHERE job NOT IN (SELECT job FROM tinystore_watched);
