@@ -29,12 +29,15 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     """
     opts = groups.kept(ex, queue, opts)
     tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
-    # By lease, not by job: the settlements of a cycle may hold two attempts of one job, a stale one (its lease ran out and the
-    # same process claimed the job again while its handler still ran) beside the one that holds the lease.
-    ended = {(seq, attempt) for seq, attempt in ex.all("leases_end_many", tokens)}
+    # By lease, not by job: the settlements of a cycle may hold two attempts of one job, a stale one (its
+    # lease ran out and the same process claimed the job again while its handler still ran) beside the one
+    # that holds the lease.
+    rows = ex.all("leases_end_many", tokens)  # each with its job's batch, read before done jobs leave
+    ended = {(seq, attempt) for seq, attempt, _ in rows}
     stale = [s for s in settlements if (s.seq, s.attempt) not in ended]
     live = [s for s in settlements if (s.seq, s.attempt) in ended]
-    members = batches.of(ex, [s.seq for s in live if batches.ending(s.decision)])  # read before done jobs leave
+    batch_of = {seq: batch for seq, _, batch in rows if batch is not None}
+    members = {s.seq: batch_of[s.seq] for s in live if s.seq in batch_of and batches.ending(s.decision)}
     gone = {s.seq for s in live if isinstance(s.decision, Done) and s.decision.leaves}
     if gone:
         jobs.remove(ex, list(gone))

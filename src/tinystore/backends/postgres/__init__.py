@@ -647,7 +647,8 @@ class PostgresBackend(PostgresReads, Backend):
         tx = Transaction(conn, told=set())
         try:
             try:
-                raw.execute(self._begin)
+                for statement in self._begin:
+                    raw.execute(statement)
             except psycopg.Error as exc:
                 raise_translated(exc, self._where)
             self._local.tx = conn

@@ -131,12 +131,12 @@ def configure(conn: psycopg.Connection, durability: str, lock_timeout: float, po
     conn.autocommit = commit
 
 
-def begin(where: Where, durability: str, lock_timeout: float) -> str:
+def begin(where: Where, durability: str, lock_timeout: float) -> tuple[str, ...]:
     """What begins a write transaction: BEGIN, and through a pooler the session settings for this
-    transaction only (SET LOCAL), sent with it as one statement: no round trip more."""
+    transaction only (SET LOCAL), sent with it in the writer's pipeline: no round trip more."""
     if not where.pooled:
-        return "BEGIN"
-    return "; ".join(["BEGIN"] + [f"SET LOCAL {setting}" for setting in _settings(durability, lock_timeout)])
+        return ("BEGIN",)
+    return ("BEGIN", *(f"SET LOCAL {setting}" for setting in _settings(durability, lock_timeout)))
 
 
 def is_connection_error(exc: BaseException, conn: Any = None) -> bool:

@@ -105,7 +105,7 @@ def notice_text(owner: Optional[int], queue: str, job: Optional[int] = None) -> 
 
 class Writer:
     def __init__(self, connect: Callable[[], PgConn], where: Where, on_commit: Callable[[Notice], None],
-                 conn: Optional[PgConn] = None, begin: str = "BEGIN"):
+                 conn: Optional[PgConn] = None, begin: tuple[str, ...] = ("BEGIN",)):
         self._connect = connect
         self._begin_sql = begin  # BEGIN, with the session's settings through a pooler (_connection.begin)
         self._where = where
@@ -259,7 +259,8 @@ class Writer:
     def _begin(self, conn: PgConn, locks: set[str], stage: list) -> int:
         """BEGIN and the locks declared; the work measured so far (``work``)."""
         q = conn.q
-        conn.execute(self._begin_sql)
+        for statement in self._begin_sql:
+            conn.execute(statement)
         began = conn.one(q.work_done, (q.name,))[0] if self.work is not None else 0
         conn.locked = set()
         conn.options = {}
@@ -268,12 +269,12 @@ class Writer:
         stage[0] = "run"
         return began
 
-    def _end(self, conn: PgConn, told: Iterable[tuple[str, Optional[int]]], began: int, stage: list,
+    def _end(self, conn: PgConn, told: Iterable[tuple], began: int, stage: list,
              unsure: bool = False) -> None:
         """The notices sent, and COMMIT. ``unsure``: whether the transaction wrote is not known yet (a
         pipeline's answers come after): they are sent only if it did."""
         q = conn.q
-        payloads = sorted({notice_text(self.owner, queue, job) for queue, job in told})
+        payloads = sorted({notice_text(self.owner, queue, job) for queue, job, *_ in told})  # (queue, job[, wake])
         if payloads:
             conn.execute(q.notify_written if unsure else q.notify_many, (q.channel, payloads))
         if self.work is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed

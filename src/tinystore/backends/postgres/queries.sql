@@ -115,11 +115,11 @@ SELECT seq, attempt, queue, %s, %s FROM {schema}.jobs WHERE seq = ANY(%s::bigint
 
 -- name: leases_end_many
 -- End the leases of a batch of attempts (two arrays: jobs, attempts); returns the leases (job, attempt)
--- that were still held (the others' attempts are stale, JOB-05).
+-- that were still held (the others' attempts are stale, JOB-05), each with its job's batch.
 DELETE FROM {schema}.leases AS l
 USING unnest(%(jobs)s::bigint[], %(attempts)s::int[]) AS t(job, attempt)
 WHERE l.job = ANY(%(jobs)s::bigint[]) AND l.job = t.job AND l.attempt = t.attempt
-RETURNING l.job, l.attempt;
+RETURNING l.job, l.attempt, (SELECT j.batch FROM {schema}.jobs j WHERE j.seq = l.job);
 
 -- name: jobs_delete_many
 -- Jobs leave the queue.

@@ -81,11 +81,12 @@ SELECT seq, attempt, queue, ?, ? FROM tinystore_jobs WHERE seq IN (SELECT value 
 
 -- name: leases_end_many
 -- End the leases of a batch of attempts, given as a JSON array of [job, attempt] (:rows);
--- returns the leases (job, attempt) that were still held (the others' attempts are stale, JOB-05).
+-- returns the leases (job, attempt) that were still held (the others' attempts are stale, JOB-05), each
+-- with its job's batch.
 DELETE FROM tinystore_leases
 WHERE job IN (SELECT value ->> 0 FROM json_each(:rows))
   AND (job, attempt) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:rows))
-RETURNING job, attempt;
+RETURNING job, attempt, (SELECT batch FROM tinystore_jobs WHERE seq = tinystore_leases.job);
 
 -- name: jobs_delete_many
 -- Jobs leave the queue (a JSON array of seqs).
