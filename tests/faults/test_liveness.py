@@ -182,7 +182,8 @@ def test_DUR_03_a_live_worker_whose_lock_file_was_deleted_holds_its_byte_in_the_
             if found == [(new.st_dev, new.st_ino)] or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        assert found == [(new.st_dev, new.st_ino)], f"the worker never moved to the new lock file: {about(worker, path)}"
+        assert found == [(new.st_dev, new.st_ino)], \
+            f"the worker never moved to the new lock file: {about(worker, path)}"
         assert state(path) == ("running", 1, None), about(worker, path)
     finally:
         kill_child(worker)
