@@ -77,6 +77,20 @@ def start_adder(path: str, count: int) -> subprocess.Popen:
     return proc
 
 
+# One process, two opens
+
+def test_DUR_01_a_store_opened_twice_in_one_process_keeps_its_wal_when_another_process_closes_and_loses_no_add(path):
+    # A read of the file through a descriptor of tinystore's own (closed after) would drop every POSIX lock
+    # this process holds on it, SQLite's included: another process's close would then take itself for the
+    # last, checkpoint and delete the WAL, and what this process commits afterwards would go to the deleted one.
+    with tinystore.open(path) as first, tinystore.open(path):
+        run_child(f"import tinystore; tinystore.open({path!r}).close()", check=True)
+        assert os.path.exists(path + "-wal"), "another process's close deleted the WAL of a store still open"
+        assert first.queue("q").add({}, id="after").added
+        seen = run_child(f"import tinystore; print(tinystore.open({path!r}).queue('q').get('after').state)")
+        assert seen.stdout.strip() == "waiting", seen.stderr
+
+
 # Two names
 
 def test_open_refuses_a_store_file_that_has_another_hard_link_and_writes_nothing(path, tmp_path):

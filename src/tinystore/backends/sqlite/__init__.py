@@ -37,8 +37,8 @@ from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
 from .._engine import batches, bulk, leases, reads, work
 from . import _appconn, _daily_check, _identity
-from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming,
-                          poll_for_the_write_lock, translated)
+from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming, not_a_database,
+                          not_a_database_said, poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
 from ._sql import MIGRATIONS, Q
 from ._hearing import Hearing
@@ -96,6 +96,10 @@ class SQLiteBackend(SQLiteReads, Backend):
                 lock.close()
             if created and os.path.getsize(self.path) == 0:
                 os.remove(self.path)  # a refused open leaves nothing behind (a full disk at open, say)
+            if not created and not_a_database_said(exc):
+                other = not_a_database(self.path)
+                if other is not None:
+                    raise other from None
             if isinstance(exc, sqlite3.DatabaseError):
                 # Busy: another connection held the write lock past lock_timeout (a new file's first
                 # writer, say, while WAL mode is being set).

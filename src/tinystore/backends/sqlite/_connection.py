@@ -206,12 +206,16 @@ def poll_for_the_write_lock(conn: sqlite3.Connection) -> None:
 
 
 def check_file(path: str) -> None:
-    """Refuse a path that cannot be a store, or a file that is not a SQLite database, before anything
-    creates or writes a byte.
+    """Refuse a path that cannot be a store before anything creates or writes a byte.
 
     ``path`` is absolute. A store is a regular file, readable and writable,
     in a folder where the files SQLite and tinystore keep beside it can be
     made; they live beside the file's real name, as SQLite resolves links.
+    Whether it is a SQLite database is SQLite's first read to tell, at open:
+    a descriptor of the file opened here would drop, when closed, every POSIX
+    lock this process holds on it, SQLite's own too (where the store, or the
+    application's connection, has it open already), and another process's
+    close could then take itself for the last and delete the WAL under them.
     """
     real = os.path.realpath(path)
     folder = os.path.dirname(real)
@@ -251,15 +255,27 @@ def check_file(path: str) -> None:
         if not _may(name, os.W_OK):
             why = "it is on a read-only file system" if _read_only_fs(folder) else "it is read-only"
             raise InvalidArgument(f"cannot open the store {path}: tinystore writes to {what}, and {why}")
-    if mode is None:
-        return
+
+
+def not_a_database_said(exc: BaseException) -> bool:
+    """Whether SQLite refused the file as no database (SQLITE_NOTADB: it cannot read its first page)."""
+    cause = (exc.__cause__ or exc.__context__) if isinstance(exc, StoreCorrupt) else exc
+    code = getattr(cause, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF == sqlite3.SQLITE_NOTADB
+
+
+def not_a_database(path: str) -> Optional[StoreCorrupt]:
+    """Once SQLite refused the existing file at ``path`` as no database: whether it is no SQLite file at
+    all (its first bytes say so), rather than a damaged one. Read only then (see ``check_file``): no
+    connection can hold locks worth keeping on a file whose first page SQLite cannot read."""
     try:
-        with open(real, "rb") as f:
+        with open(os.path.realpath(path), "rb") as f:
             header = f.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise InvalidArgument(f"cannot open the store {path}: {_why(exc)}") from None
-    if header and header != SQLITE_HEADER:
-        raise StoreCorrupt(f"{path} is not a SQLite database: its header is {header[:16]!r}")
+    except OSError:
+        return None  # SQLite's refusal says what is known
+    if header == SQLITE_HEADER:
+        return None
+    return StoreCorrupt(f"{path} is not a SQLite database: its header is {header[:16]!r}")
 
 
 def _may(path: str, mode: int) -> bool:

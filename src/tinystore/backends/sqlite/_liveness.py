@@ -8,11 +8,12 @@ a dead one nor the reverse.
 
 The locks are Linux's open file description locks (``F_OFD_SETLK``): they
 belong to the descriptor a registration opened, not to the process. Closing
-another descriptor of the lock file (a backup copying the store's folder from
-inside a worker, say) drops nothing, and two registrations of one process
-see each other's bytes like any other process's. After a fork the child's
-copy of the descriptor shares its parent's lock; ``after_fork_in_child``
-closes those copies, so that the lock ends when the parent dies.
+another descriptor of the lock file (a backup copying it with the rest of
+the store's folder from inside a worker, say) drops nothing, and two
+registrations of one process see each other's bytes like any other
+process's. After a fork the child's copy of the descriptor shares its
+parent's lock; ``after_fork_in_child`` closes those copies, so that the
+lock ends when the parent dies.
 
 Where OFD locks do not exist (systems other than Linux), POSIX record locks
 (``lockf``) stand in, with their limitation: they belong to the process,
