@@ -96,7 +96,7 @@ def _git(*args: str) -> Optional[str]:
 
 
 def run_optional(name: str, small: bool, durability: str, ctx: Context) -> list[Row]:
-    """Call ``benchmarks/<module>.py``'s ``main(argv)`` (written by another helper); it prints its own table."""
+    """Call ``benchmarks/<module>.py``'s ``main(argv)``, a benchmark of its own; it prints its own table."""
     module_name = OPTIONAL[name]
     if ctx.postgres:
         return [ctx.not_measured(name, f"benchmarks/{module_name}.py", "it opens SQLite files only")]
