@@ -168,8 +168,8 @@ class QueueRunner:
     async def _cycle(self, want: int) -> list[Claimed]:
         # A cycle ends the leases that ran out, this process's own too. The renewals' thread renews them
         # in time, but a clock that jumps (set forward, or a FakeClock's advance) can pass a lease's end
-        # before that thread has heard of it: renew those first, so the cycle never takes a job from a
-        # handler that still runs here.
+        # before that thread has heard of it: renew those first, so that the cycle does not take a job from
+        # a handler that still runs here. A write slow past the lease can still let it (``_take_older``).
         await self.worker.renew_overdue(self)
         settlements, self.settled = self.settled, []
         q = self.queue
