@@ -282,6 +282,15 @@ class Kit:
                        for a, answer in answers]
         store._backend.cycle(queue.name, store._ctx.owner, settlements, 0, now).result()
 
+    def run_out_lease(self, target: str, queue: str, id: str, at: float) -> None:
+        """Make the lease of job ``id`` run out at ``at`` in the store, behind the back of the worker that holds
+        it: as when the renewal that was to keep it came too late (its write slow past the lease)."""
+        self._write(target, "UPDATE tinystore_leases SET expires = ?"
+                            " WHERE job = (SELECT seq FROM tinystore_jobs WHERE queue = ? AND id = ?)", (at, queue, id))
+
+    def _write(self, target: str, sql: str, params: Sequence[Any]) -> None:
+        raise NotImplementedError
+
     def writer_work(self, store: tinystore.Store) -> Any:
         """A context manager counting the work the store's writer does inside the block, as a number in the
         list it gives, at ``[0]`` (on SQLite, the virtual machine's steps, to the nearest 10; on PostgreSQL,
@@ -367,6 +376,10 @@ class SQLiteKit(Kit):
                 DROP TRIGGER tinystore_jobs_counted_moved; DROP TABLE tinystore_queue_counts;
                 DROP INDEX tinystore_jobs_failed; DROP INDEX tinystore_jobs_group;
                 DELETE FROM tinystore_migrations WHERE version = 7; COMMIT;""")
+
+    def _write(self, target: str, sql: str, params: Sequence[Any]) -> None:
+        with closing(sqlite3.connect(target, isolation_level=None, timeout=30)) as conn:
+            conn.execute(sql, params)
 
     def write_lock_free(self, target: str, timeout: float = 0) -> bool:
         # SQLite's write lock is the file's: a connection of its own tries BEGIN IMMEDIATE (it writes nothing).
@@ -543,6 +556,10 @@ class PostgresKit(Kit):
             found = {name: conn.execute(self._pg(sql)).fetchall() for name, sql in BOOKKEEPING.items()}
             conn.rollback()
         return {"integrity": [], **found}
+
+    def _write(self, target: str, sql: str, params: Sequence[Any]) -> None:
+        with closing(self._connect(target, autocommit=True)) as conn:
+            conn.execute(self._pg(sql).replace("?", "%s"), params)
 
     def forget_queue_counts(self, target: str) -> None:
         s = self.SCHEMA

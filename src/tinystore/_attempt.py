@@ -39,6 +39,12 @@ class Attempt:
     def seq(self) -> int:
         return self.claimed.seq
 
+    @property
+    def key(self) -> tuple[int, int]:
+        """(job, attempt): a process may run two attempts of one job at once, an older one whose lease ran
+        out while its handler still runs beside the one that holds the lease now."""
+        return (self.claimed.seq, self.claimed.attempt)
+
     def take_away(self) -> None:
         """The attempt no longer holds its lease: its handler is told to stop, its answer settles nothing."""
         self.taken_away = self.cancelled = True

@@ -56,6 +56,9 @@ class Serving(Protocol):
     async def renew_overdue(self, runner: "QueueRunner") -> None:
         """Renew the runner's leases that have run out by the clock and are not renewed yet."""
 
+    def take_away(self, runner: "QueueRunner", a: Attempt) -> None:
+        """``a`` no longer holds its lease: its handler is told to stop."""
+
 
 class QueueRunner:
     """One queue's claim cycles and attempts in a worker."""
@@ -67,7 +70,8 @@ class QueueRunner:
         self.is_async = asyncio.iscoroutinefunction(self.handler)
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
         self.options = queue.options  # as the store keeps them, from each cycle: another process may change them
-        self.running: dict[int, Attempt] = {}  # by seq; changed on the loop, read by the renewals' thread
+        # By (job, attempt): changed on the loop, read by the renewals' thread and the notices' one
+        self.running: dict[tuple[int, int], Attempt] = {}
         self.running_lock = threading.Lock()
         self.tally = Tally()  # what ended since the last line about the queue (``_report``)
         self.settled: list[Settlement] = []
@@ -77,7 +81,7 @@ class QueueRunner:
         self.maybe_due = True
         self.waiting = False  # asleep until poked: nothing to claim, or no room
         self.wants_threads = False  # in the thread budget's line
-        self.ended_ids: dict[int, str] = {}  # seq -> job id of attempts settled in the next cycle, for its log
+        self.ended_ids: dict[tuple[int, int], str] = {}  # job ids of attempts settled in the next cycle, for its log
         self.ctx = worker.ctx
         self.retrying = Retrying(self.ctx.outages, f"claims of queue {queue.name!r}")
 
@@ -164,8 +168,8 @@ class QueueRunner:
     async def _cycle(self, want: int) -> list[Claimed]:
         # A cycle ends the leases that ran out, this process's own too. The renewals' thread renews them
         # in time, but a clock that jumps (set forward, or a FakeClock's advance) can pass a lease's end
-        # before that thread has heard of it: renew those first, so the cycle never takes a job from a
-        # handler that still runs here.
+        # before that thread has heard of it: renew those first, so that the cycle does not take a job from
+        # a handler that still runs here. A write slow past the lease can still let it (``_take_older``).
         await self.worker.renew_overdue(self)
         settlements, self.settled = self.settled, []
         q = self.queue
@@ -180,11 +184,11 @@ class QueueRunner:
         if self.ctx.events and settlements:
             self.ctx.events.settled(q.name, settlements, cycle.stale)
         for s in cycle.stale:
-            job = self.ended_ids.pop(s.seq, f"seq {s.seq}")
+            job = self.ended_ids.pop((s.seq, s.attempt), f"seq {s.seq}")
             log.info("a late settlement of %s/%s attempt %d changed nothing: the lease had ended", q.name, job,
                      s.attempt, extra=fields(q.name, job, s.attempt))
         for s in settlements:
-            self.ended_ids.pop(s.seq, None)
+            self.ended_ids.pop((s.seq, s.attempt), None)
         self.options = cycle.options
         self.wake_at = cycle.wake_at
         return cycle.claimed
@@ -218,6 +222,7 @@ class QueueRunner:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s/%s attempt %d starts", q.name, c.id, c.attempt,
                       extra=fields(q.name, c.id, c.attempt, "started"))
+        self._take_older(c)
         a = Attempt(c, self.ctx.clock.now(), began + self.options.lease)  # its lease ends no later than the claim wrote
         if self.is_async:
             a.run = AsyncRun(self.ctx.backend, q.name, a)
@@ -228,8 +233,23 @@ class QueueRunner:
             a.run = Run(self.ctx.backend, q.name, a)
             a.task = self.worker.threads.call(self._call, (a,), lambda answer, exc: self._ended(a, answer, exc))
         with self.running_lock:
-            self.running[c.seq] = a
+            self.running[a.key] = a
         self.deadlines.watch()
+
+    def _take_older(self, c: Claimed) -> None:
+        """This process claimed a new attempt of a job whose older attempt still runs here: that one's lease
+        ran out (its renewal came too late, a slow write), so it is taken away now, as when a renewal finds
+        its lease gone. It keeps its slot (and a ``def`` one its thread) until its handler returns; its
+        answer settles nothing, and its end touches only its own entry.
+
+        The claim may take the job all the same: its lease ended in the store, and any process may take it,
+        so leaving it to others would only move the second run elsewhere, and keep the job waiting for as
+        long as the older handler runs where no other process serves the queue."""
+        for old in [a for a in self.attempts() if a.seq == c.seq and not a.taken_away]:
+            log.warning("%s/%s attempt %d lost its lease while its handler ran; attempt %d takes over, and "
+                        "attempt %d's handler is told to stop", self.queue.name, c.id, old.claimed.attempt,
+                        c.attempt, old.claimed.attempt, extra=fields(self.queue.name, c.id, old.claimed.attempt))
+            self.worker.take_away(self, old)
 
     def time_out(self, a: Attempt) -> None:
         """The attempt ran past the queue's timeout (JOB-09): it fails, and is told to stop.
@@ -271,14 +291,14 @@ class QueueRunner:
         q, c = self.queue, a.claimed
         answer = answer_of(q.name, a, answer, exc, self.options.timeout)
         with self.running_lock:
-            was_running = self.running.pop(c.seq, None) is not None
+            was_running = self.running.pop(a.key, None) is not None
         if was_running and not self.is_async:
             self.worker.budget.give(1)
         if answer is not NO_SETTLEMENT:
             now = self.ctx.clock.now()
             answer, decision = decision_of(q.name, c, answer, self.options, now)
             self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
-            self.ended_ids[c.seq] = c.id
+            self.ended_ids[a.key] = c.id
             took = now - a.began if a.began is not None else 0.0
             if self.ctx.events:
                 self.ctx.events.ran(q.name, took)

@@ -79,10 +79,10 @@ class Worker:
         def changed(notice: Notice) -> None:
             if not (notice.queues or notice.cancelled or notice.everything):
                 return  # a commit that gives no queue work (a watched job's change, another's claim)
-            for seq in notice.cancelled:  # at once, from the thread that heard it: run.cancelled turns true now
-                for r in self.runners:
-                    a = r.running.get(seq)
-                    if a is not None:
+            cancelled = set(notice.cancelled)
+            for r in self.runners:  # at once, from the thread that heard it: run.cancelled turns true now
+                for a in r.attempts():
+                    if a.seq in cancelled:
                         a.take_away()
             try:
                 loop.call_soon_threadsafe(self._changed, notice)
@@ -109,10 +109,10 @@ class Worker:
     def _changed(self, notice: Notice) -> None:
         """A commit: wake the runners of the queues that got work (not by their own write), and cancel
         the async handlers of jobs that were cancelled (JOB-12)."""
-        for seq in notice.cancelled:
-            for r in self.runners:
-                a = r.running.get(seq)
-                if a is not None:
+        cancelled = set(notice.cancelled)
+        for r in self.runners:
+            for a in r.attempts():
+                if a.seq in cancelled:  # every attempt of the job this process runs
                     self.take_away(r, a)
         if notice.everything:
             for r in self.runners:

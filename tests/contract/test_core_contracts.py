@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
 
@@ -687,6 +688,123 @@ def test_JOB_05_a_stale_attempt_settled_in_the_same_cycle_as_the_attempt_that_ho
     job = q.get("j")
     assert job is not None, "attempt 1's late OK settled the job done (and a done job leaves)"
     assert (job.state, job.attempt) == ("scheduled", 2)  # attempt 2's retry holds
+
+
+@pytest.mark.parametrize("kind", ["async", "def"])
+def test_JOB_05_a_process_that_claims_again_a_job_whose_older_attempt_still_runs_there_takes_that_attempt_away(
+        kit, target, store, clock, gate, kind):
+    # A soak on PostgreSQL: attempt 1's lease ran out while its handler still ran (its renewal came too late, a slow
+    # write) and the same process's next cycle claimed the job again. Attempt 1 must be told, at once, that it lost
+    # its lease; attempt 2 must be renewed until it ends, and hold its slot (and a def one its thread) till then.
+    q = store.queue("jobs", lease="2s")
+    other = store.queue("other")
+    keys = [("j", 1), ("j", 2), ("k", 1)]
+    release = {key: gate() for key in keys}
+    began = {key: threading.Event() for key in keys + [("x", 1), ("y", 1)]}
+    ended = {key: threading.Event() for key in began}
+    runs: dict[tuple[str, int], Any] = {}
+    told: dict[tuple[str, int], Any] = {}  # what each run of j saw as it ended: run.cancelled, or its cancellation
+    pair = threading.Barrier(2, timeout=WAIT)  # x and y run only if both run at once
+    lock = threading.Lock()
+    running, most = [0], [0]
+    marked = threading.Event()
+
+    def enter(key: tuple[str, int], run: Any) -> None:
+        runs[key] = run
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        began[key].set()
+
+    def leave(key: tuple[str, int]) -> None:
+        with lock:
+            running[0] -= 1
+        ended[key].set()
+
+    def answer(key: tuple[str, int], run: Any) -> Any:
+        told[key] = run.cancelled
+        return run.fail("settled by attempt 2") if key == ("j", 2) else None
+
+    if kind == "async":
+        async def handler(payload, run):
+            key, loop = (run.id, run.attempt), asyncio.get_running_loop()
+            enter(key, run)
+            try:
+                if run.id in ("x", "y"):
+                    return await loop.run_in_executor(None, pair.wait)
+                await loop.run_in_executor(None, release[key].wait, WAIT)
+                return answer(key, run)
+            except asyncio.CancelledError:
+                told[key] = "cancelled"
+                raise
+            finally:
+                leave(key)
+    else:
+        def handler(payload, run):
+            key = (run.id, run.attempt)
+            enter(key, run)
+            try:
+                if run.id in ("x", "y"):
+                    return pair.wait()
+                release[key].wait(WAIT)
+                return answer(key, run)
+            finally:
+                leave(key)
+
+    async def mark(payload, run):
+        marked.set()
+
+    def lease_of(id: str) -> Any:
+        [lease] = [lease for lease in kit.leases(target) if lease.id == id]
+        return lease
+
+    def renewed_past(id: str, expires: float) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if lease_of(id).expires > expires:
+                return True
+            time.sleep(0.02)
+        return False
+
+    q.work(handler)
+    other.work(mark)
+    store.start(workers=2)
+    try:
+        q.add({}, id="j")
+        assert began[("j", 1)].wait(WAIT)
+        q.add({}, id="k")
+        assert began[("k", 1)].wait(WAIT)
+        kit.run_out_lease(target, "jobs", "j", clock.now())  # attempt 1's renewal came too late
+        release[("k", 1)].set()  # k ends: the next cycle settles it, ends j's lease and claims j again, here
+        assert began[("j", 2)].wait(WAIT), "the process must claim again the job whose lease ran out"
+        assert runs[("j", 1)].cancelled, "attempt 1 was not told that its lease was gone"
+
+        release[("j", 1)].set()
+        assert ended[("j", 1)].wait(WAIT)
+        assert told[("j", 1)] == ("cancelled" if kind == "async" else True)
+        other.add({}, id="m")  # its claim comes after attempt 1's end on the worker's loop
+        assert marked.wait(WAIT)
+
+        for _ in range(2):  # past attempt 2's first lease: its renewals keep it
+            expires = lease_of("j").expires
+            clock.advance("1.5s")  # the renewals' thread renews every lease/2
+            assert renewed_past("j", expires), "attempt 2's lease was no longer renewed once attempt 1 ended"
+        assert (lease_of("j").attempt, q.get("j").attempt) == (2, 2)
+
+        release[("j", 2)].set()
+        job = wait_for(q, "j", "failed")
+        assert (job.attempt, job.error) == (2, "settled by attempt 2")
+        assert told[("j", 2)] is False, "attempt 2 was told to stop"
+
+        q.add({}, id="x")
+        q.add({}, id="y")  # both run at once: the queue's 2 slots (and a def handler's 2 threads) are free
+        assert ended[("x", 1)].wait(WAIT) and ended[("y", 1)].wait(WAIT)
+        assert not pair.broken, "x and y could not run at once: a slot or a thread was lost"
+        assert most[0] <= 2, "more handlers ran at once than the queue's workers"
+    finally:
+        for event in release.values():
+            event.set()
+        store.stop()
 
 
 # ---------------------------------------------------------------------------

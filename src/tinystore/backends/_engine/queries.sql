@@ -87,9 +87,9 @@ FROM tinystore_leases l LEFT JOIN tinystore_processes p ON p.id = l.owner
 WHERE l.job = ?;
 
 -- name: lease_renew
--- Renew the leases a process holds in a queue; the jobs whose leases it still holds (one statement: a
--- renewal is one round trip to a server).
-UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ? RETURNING job;
+-- Renew the leases a process holds in a queue; the (job, attempt) of each lease it still holds (one
+-- statement: a renewal is one round trip to a server).
+UPDATE tinystore_leases SET expires = ? WHERE owner = ? AND queue = ? RETURNING job, attempt;
 
 -- name: leases_expired
 -- Leases of a queue that ran out.

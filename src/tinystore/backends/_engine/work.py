@@ -109,10 +109,10 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
     return True
 
 
-def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> set[int]:
-    """Renew a process's leases of a queue: which of ``seqs`` it still holds."""
-    held = {s for (s,) in ex.all("lease_renew", (expires, owner, queue))}
-    return held.intersection(seqs)
+def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> set[tuple[int, int]]:
+    """Renew a process's leases of a queue: the (job, attempt) of those among ``seqs`` it still holds."""
+    wanted = set(seqs)
+    return {(seq, attempt) for seq, attempt in ex.all("lease_renew", (expires, owner, queue)) if seq in wanted}
 
 
 def progress(ex: Executor, seq: int, attempt: int, value: str) -> bool:
