@@ -1,0 +1,5 @@
+-- 007: liveness with a grace (see _keeper). `alive` is when the process's keeper last said it lives, by the
+-- server's clock, about every second: a process whose lock is gone is found dead only once `alive` is a
+-- few seconds old, so that one whose sessions were ended for a moment (a network blip, a failover) is not
+-- taken for dead while it connects again.
+ALTER TABLE {schema}.processes ADD COLUMN alive timestamptz NOT NULL DEFAULT now();
