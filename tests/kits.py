@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 import uuid
 from collections import namedtuple
 from contextlib import closing, contextmanager
@@ -226,6 +227,11 @@ class Kit:
         """Whether this process can take the store's write lock within ``timeout`` seconds (it gives it back
         at once). A backend without one write lock for the whole store answers True."""
         raise NotImplementedError
+
+    def past_liveness_grace(self, target: str) -> None:
+        """Wait until every registered process whose liveness is gone can be found dead (DUR-03): at once on
+        SQLite (a lock byte nobody holds); on PostgreSQL once it has not said it lives for the grace
+        (``_keeper.GRACE``: a process whose sessions just ended may be connecting again)."""
 
     # tinystore internals: each use here, and only here
 
@@ -461,6 +467,17 @@ class PostgresKit(Kit):
             found = {name: conn.execute(self._pg(sql)).fetchall() for name, sql in BOOKKEEPING.items()}
             conn.rollback()
         return {"integrity": [], **found}
+
+    def past_liveness_grace(self, target: str) -> None:
+        from tinystore.backends.postgres._keeper import GRACE
+        deadline = time.monotonic() + GRACE + 30
+        while self._rows(target, f"SELECT count(*) FROM {self.SCHEMA}.processes p"
+                                 " WHERE p.alive >= now() - make_interval(secs => %s) AND NOT EXISTS ("
+                                 " SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+                                 " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                                 " AND l.objid = p.id::oid AND l.objsubid = 2)", (GRACE,)) != [(0,)]:
+            assert time.monotonic() < deadline, "a dead process's heartbeat never grew old"
+            time.sleep(0.05)
 
     def forget_queue_counts(self, target: str) -> None:
         s = self.SCHEMA

@@ -110,6 +110,22 @@ class Renewals:
         except RuntimeError:  # the worker's loop closed: nobody serves any more
             pass
 
+    def renew_now(self) -> None:
+        """Renew every lease now, on this thread, from any thread: a lease no longer held takes its attempt
+        away (this process was found dead, and its leases ended). A renewal that fails is tried again at
+        the next one."""
+        if self.loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._renew_all(), self.loop).add_done_callback(self._renewed_now)
+        except RuntimeError:  # its loop already ended
+            pass
+
+    @staticmethod
+    def _renewed_now(done: Any) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            log.debug("renewing every lease at once failed: %s", done.exception())
+
     def _shortest(self) -> float:
         return min(r.options.lease for r in self.runners)
 

@@ -77,6 +77,8 @@ class Worker:
         loop = asyncio.get_running_loop()
 
         def changed(notice: Notice) -> None:
+            if notice.ended:
+                self.renewals.renew_now()  # at once, not at the next renewal: the ended leases' handlers stop
             if not (notice.queues or notice.cancelled or notice.everything or notice.lost):
                 return  # a commit that gives no queue work (a watched job's change, another's claim)
             for _, a in self._taken(notice):  # at once, from the thread that heard it: run.cancelled turns true now

@@ -229,7 +229,7 @@ store.run_until_idle()
 
 
 def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_their_attempts_stay_counted(
-        target, open_store, clock):
+        kit, target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s", attempts=5)
     for n in range(3):
@@ -241,6 +241,7 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     finally:
         kill_and_wait(proc)
     assert [jobs.get(f"job-{n}").state for n in range(3)] == ["running"] * 3  # nothing ended them yet
+    kit.past_liveness_grace(target)  # PostgreSQL: a few seconds after it died (it may be reconnecting)
 
     reopened = open_store(clock=clock)
     after = reopened.queue("jobs")
@@ -283,6 +284,7 @@ def test_DUR_03_a_dead_processs_leases_end_in_bulk_as_settle_decides_a_lost_leas
         wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
     finally:
         kill_and_wait(proc)
+    kit.past_liveness_grace(target)
 
     open_store(clock=clock)  # finds the child dead and ends its leases
     opts = QueueOptions(lease=30.0, attempts=3, keep=3600.0)
@@ -335,7 +337,7 @@ def test_DUR_03_a_serving_worker_ends_the_leases_of_a_process_killed_meanwhile_w
     assert clock.now() - began < 3600, "the leases ran out instead of ending"
 
 
-def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(target, open_store, clock):
+def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(kit, target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s")
     jobs.add({}, id="held")
@@ -348,6 +350,7 @@ def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(target
             "a live process was taken for a dead one"
     finally:
         kill_and_wait(proc)
+    kit.past_liveness_grace(target)
     assert open_store(clock=clock).queue("jobs").get("held").state == "waiting"
 
 

@@ -21,9 +21,10 @@ handlers are told to stop, their answers settle nothing), as another process
 may end its leases from then on. When this connection is made again, the lock
 is taken again and the registration made again where another process found
 it dead meanwhile and removed it, with its watches; a heartbeat that finds the
-registration gone does the same. Either way every attempt it runs is taken
-away at once (``Notice(lost=True)``): their leases were ended, and another
-process may run their jobs now.
+registration gone does the same. Either way it renews its leases at once
+(``Notice(ended=True)``), not at its next renewal up to half a lease later:
+every attempt whose lease was ended is taken away (another process may run
+its job now); one it claimed since keeps its lease.
 
 Hearing: the same connection LISTENs on the store's channel; a thread reads
 ``notifies()`` and tells each one as a ``Notice``: work for a queue, a job
@@ -114,8 +115,7 @@ class Keeper:
     def _say_alive(self, conn: psycopg.Connection) -> None:
         """The heartbeat, with the lock held. No registration: it was found dead and removed meanwhile, and
         its leases ended; registered again with the watches of its watchers, which were removed with it
-        (changes meanwhile are read by the refresh that Notice(everything=True) asks for), and every
-        attempt it runs is taken away."""
+        (changes meanwhile are read by the refresh that Notice(everything=True) asks for), and told."""
         q = self._q
         began = time.monotonic()
         if self._leaving or conn.execute(q.process_alive, (self.owner,)).rowcount:
@@ -126,9 +126,9 @@ class Keeper:
             conn.execute(q.watched_insert, (seq, self.owner))
         self._beat, self._fenced = began, False
         log.warning("this process (#%d) was found dead while its connection to %s was down, and its leases "
-                    "ended: its running handlers are told to stop, and it registered again",
+                    "ended: it registered again, and the handlers of the leases ended are told to stop",
                     self.owner, self._where.server())
-        self._tell(Notice(lost=True))
+        self._tell(Notice(ended=True))
 
     def leaving(self) -> None:
         """The registration is about to be removed (this process closes the store): never make it again."""
