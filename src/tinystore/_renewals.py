@@ -167,7 +167,7 @@ class Renewals:
         expires = now + r.options.lease
         held = await written(self.ctx.backend.renew(r.queue.name, self.ctx.owner, expires, [a.seq for a in attempts]))
         for a in attempts:
-            if a.seq in held:
+            if held.get(a.seq) == a.claimed.attempt:
                 a.lease_ends = max(a.lease_ends, expires)
             elif not a.taken_away:
                 self._take_away(r, a)

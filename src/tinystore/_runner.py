@@ -67,7 +67,9 @@ class QueueRunner:
         self.is_async = asyncio.iscoroutinefunction(self.handler)
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
         self.options = queue.options  # as the store keeps them, from each cycle: another process may change them
-        self.running: dict[int, Attempt] = {}  # by seq; changed on the loop, read by the renewals' thread
+        # By seq and attempt (a job whose lease was ended while its handler ran here may be claimed here
+        # again before that handler stops); changed on the loop, read by the renewals' thread.
+        self.running: dict[tuple[int, int], Attempt] = {}
         self.running_lock = threading.Lock()
         self.tally = Tally()  # what ended since the last line about the queue (``_report``)
         self.settled: list[Settlement] = []
@@ -228,7 +230,7 @@ class QueueRunner:
             a.run = Run(self.ctx.backend, q.name, a)
             a.task = self.worker.threads.call(self._call, (a,), lambda answer, exc: self._ended(a, answer, exc))
         with self.running_lock:
-            self.running[c.seq] = a
+            self.running[(c.seq, c.attempt)] = a
         self.deadlines.watch()
 
     def time_out(self, a: Attempt) -> None:
@@ -271,7 +273,7 @@ class QueueRunner:
         q, c = self.queue, a.claimed
         answer = answer_of(q.name, a, answer, exc, self.options.timeout)
         with self.running_lock:
-            was_running = self.running.pop(c.seq, None) is not None
+            was_running = self.running.pop((c.seq, c.attempt), None) is not None
         if was_running and not self.is_async:
             self.worker.budget.give(1)
         if answer is not NO_SETTLEMENT:

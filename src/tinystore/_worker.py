@@ -108,9 +108,9 @@ class Worker:
     def _taken(self, notice: Notice) -> list[tuple[QueueRunner, Attempt]]:
         """The attempts whose lease ``notice`` takes away: those of the jobs cancelled, or every one when
         this process's leases were lost."""
-        if notice.lost:
-            return [(r, a) for r in self.runners for a in r.attempts()]
-        return [(r, a) for seq in notice.cancelled for r in self.runners if (a := r.running.get(seq)) is not None]
+        if not (notice.lost or notice.cancelled):
+            return []
+        return [(r, a) for r in self.runners for a in r.attempts() if notice.lost or a.seq in notice.cancelled]
 
     def _changed(self, notice: Notice) -> None:
         """A commit: wake the runners of the queues that got work (not by their own write), and cancel

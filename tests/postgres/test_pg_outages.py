@@ -110,7 +110,7 @@ def _pids(store) -> list[int]:
 
 def _blocking_worker(store, lease):
     """A queue whose handler's first attempt runs until it is taken away; the time it saw that, in ``stopped``.
-    One handler at a time (``workers=1``): the first attempt holds the worker's only slot."""
+    The job's next attempt may start in this process while the first one still runs (its lease ended)."""
     q = store.queue("d", lease=lease)
     q.add({}, id="j")
     began, stopped = threading.Event(), []
@@ -122,7 +122,7 @@ def _blocking_worker(store, lease):
             while not run.cancelled:
                 time.sleep(0.01)
             stopped.append(time.monotonic())
-    store.start(workers=1)
+    store.start()
     assert began.wait(10)
     return q, stopped
 

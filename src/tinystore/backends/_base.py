@@ -349,8 +349,9 @@ class Backend(Reads, ABC):
 
     @abstractmethod
     def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
-        """Renew this process's leases of ``queue`` until ``expires``; resolves to the set of ``seqs``
-        it still holds (a job missing from it was cancelled, or its lease ended)."""
+        """Renew this process's leases of ``queue`` until ``expires``; resolves to the attempt of each of
+        ``seqs`` it still holds, by seq (a job missing from it was cancelled, or its lease ended; one at
+        another attempt was claimed again after its lease ended)."""
 
     @abstractmethod
     def progress(self, seq: int, attempt: int, value: str) -> Future:

@@ -92,9 +92,9 @@ def retry_failed(ex: Executor, queue: str, id: str, now: float) -> bool:
     return True
 
 
-def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> set[int]:
+def renew(ex: Executor, queue: str, owner: int, expires: float, seqs: list[int]) -> dict[int, int]:
     ex.run("lease_renew", (expires, owner, queue))
-    return {s for (s,) in ex.all("leases_held", (owner, ex.array(seqs)))}
+    return {s: attempt for (s, attempt) in ex.all("leases_held", (owner, ex.array(seqs)))}
 
 
 def progress(ex: Executor, seq: int, attempt: int, value: str) -> bool:

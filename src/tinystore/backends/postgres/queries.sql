@@ -302,8 +302,8 @@ ORDER BY id LIMIT %(limit)s;
 SELECT DISTINCT queue FROM {schema}.leases WHERE owner = ANY(%s::int[]) ORDER BY queue;
 
 -- name: leases_held
--- Which of these jobs a process still holds.
-SELECT job FROM {schema}.leases WHERE owner = %s AND job = ANY(%s::bigint[]);
+-- Which of these jobs a process still holds, at which attempt.
+SELECT job, attempt FROM {schema}.leases WHERE owner = %s AND job = ANY(%s::bigint[]);
 
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).

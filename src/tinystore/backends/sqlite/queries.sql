@@ -241,8 +241,8 @@ ORDER BY id LIMIT :limit;
 SELECT DISTINCT queue FROM tinystore_leases WHERE owner IN (SELECT value FROM json_each(?)) ORDER BY queue;
 
 -- name: leases_held
--- Which of these jobs (a JSON array) a process still holds.
-SELECT job FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
+-- Which of these jobs (a JSON array) a process still holds, at which attempt.
+SELECT job, attempt FROM tinystore_leases WHERE owner = ? AND job IN (SELECT value FROM json_each(?));
 
 -- name: changes_prune
 -- The changes of every job nobody watches (left by processes that died).
