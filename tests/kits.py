@@ -470,6 +470,8 @@ class PostgresKit(Kit):
 
     def past_liveness_grace(self, target: str) -> None:
         from tinystore.backends.postgres._keeper import GRACE
+        if self._rows(target, "SELECT to_regclass(%s)", (f"{self.SCHEMA}.processes",)) == [(None,)]:
+            return  # not opened yet
         deadline = time.monotonic() + GRACE + 30
         while self._rows(target, f"SELECT count(*) FROM {self.SCHEMA}.processes p"
                                  " WHERE p.alive >= now() - make_interval(secs => %s) AND NOT EXISTS ("

@@ -229,7 +229,7 @@ store.run_until_idle()
 
 
 def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_their_attempts_stay_counted(
-        kit, target, open_store, clock):
+        target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s", attempts=5)
     for n in range(3):
@@ -241,7 +241,6 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
     finally:
         kill_and_wait(proc)
     assert [jobs.get(f"job-{n}").state for n in range(3)] == ["running"] * 3  # nothing ended them yet
-    kit.past_liveness_grace(target)  # PostgreSQL: a few seconds after it died (it may be reconnecting)
 
     reopened = open_store(clock=clock)
     after = reopened.queue("jobs")
@@ -284,7 +283,6 @@ def test_DUR_03_a_dead_processs_leases_end_in_bulk_as_settle_decides_a_lost_leas
         wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
     finally:
         kill_and_wait(proc)
-    kit.past_liveness_grace(target)
 
     open_store(clock=clock)  # finds the child dead and ends its leases
     opts = QueueOptions(lease=30.0, attempts=3, keep=3600.0)
@@ -337,7 +335,7 @@ def test_DUR_03_a_serving_worker_ends_the_leases_of_a_process_killed_meanwhile_w
     assert clock.now() - began < 3600, "the leases ran out instead of ending"
 
 
-def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(kit, target, open_store, clock):
+def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", lease="30s")
     jobs.add({}, id="held")
@@ -350,7 +348,6 @@ def test_DUR_03_an_open_while_the_holder_is_alive_leaves_its_leases_alone(kit, t
             "a live process was taken for a dead one"
     finally:
         kill_and_wait(proc)
-    kit.past_liveness_grace(target)
     assert open_store(clock=clock).queue("jobs").get("held").state == "waiting"
 
 
@@ -506,7 +503,6 @@ def test_JOB_03_a_process_killed_after_the_handler_but_before_settling_runs_the_
         "store.run_until_idle()\n")
     child = run_child(code, timeout=WAIT)
     assert child.returncode == -signal.SIGKILL, child.stderr
-    kit.past_liveness_grace(target)
 
     after = open_store(clock=clock)
     q = after.queue("jobs")
@@ -569,7 +565,7 @@ def test_JOB_04_a_handler_that_kills_its_process_every_time_reaches_attempts_and
 
 
 def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_leases_count_in_the_last_minute(
-        kit, target, open_store, clock):
+        target, open_store, clock):
     store = open_store(clock=clock)
     jobs = store.queue("jobs", attempts=2, lease="30s")
     jobs.add({}, id="job-0")
@@ -589,7 +585,6 @@ def test_JOB_04_jobs_failed_for_good_when_the_next_open_ends_a_killed_process_le
         wait_for_line(proc, "claimed job-0 job-1 job-2", timeout=WAIT)
     finally:
         kill_and_wait(proc)
-    kit.past_liveness_grace(target)
 
     reopened = open_store(clock=clock)  # ends the dead process's leases
     after = reopened.queue("jobs")
