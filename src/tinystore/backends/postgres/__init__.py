@@ -182,12 +182,11 @@ class PostgresBackend(PostgresReads, Backend):
         commits, so that a process coming back meanwhile re-registers only
         after its leases and registration were ended) and its heartbeat read
         again, ends its leases as ``_engine.leases.end_owner`` does, removes
-        its registration and watches, and notifies its queues. It also
-        updates this process's ``seen``. A machine that vanished is noticed
-        once the server drops its connection. For a few seconds after this
-        process's own keeper connection was made again it finds nobody dead
-        (``_keeper.GRACE``): a server restart drops every process's lock at
-        once, and the live ones take theirs again.
+        its registration and watches, and notifies its queues. A machine
+        that vanished is noticed once the server drops its connection. For a
+        few seconds after this process's own keeper connection was made again
+        it finds nobody dead (``_keeper.GRACE``): a server restart drops every
+        process's lock at once, and the live ones take theirs again.
         """
         self._usable()
         q = self.q
@@ -200,8 +199,6 @@ class PostgresBackend(PostgresReads, Backend):
                 dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
 
         def op(conn: PgConn) -> int:
-            if own is not None:
-                conn.execute(q.process_seen, (now, own))
             found = 0
             for other in dead:
                 if not conn.one(q.live_try, (q.live_key, other))[0]:
@@ -214,7 +211,7 @@ class PostgresBackend(PostgresReads, Backend):
                 work.leave(ex, other)
                 found += 1
             return found
-        if not dead and own is None:
+        if not dead:
             return 0
         return self.submit(op).result()
 

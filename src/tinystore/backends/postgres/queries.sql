@@ -163,10 +163,6 @@ SELECT nextval(pg_get_serial_sequence('{schema}.processes', 'id'));
 INSERT INTO {schema}.processes (id, pid, host, started, seen) VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING;
 
--- name: process_seen
--- When a process last looked for dead processes (for operators).
-UPDATE {schema}.processes SET seen = %s WHERE id = %s;
-
 -- name: process_alive
 -- A process's heartbeat, by the server's clock, from its keeper (see _keeper); no row: it was found dead.
 UPDATE {schema}.processes SET alive = now() WHERE id = %s;
