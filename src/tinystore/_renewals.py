@@ -3,8 +3,10 @@
 Every lease/2 (the shortest lease of the worker's queues, as the store keeps
 them) the thread renews the leases of the attempts the worker runs, one
 ``backend.renew`` per queue, and waits until it is committed. A lease that is
-no longer held (its job was cancelled, in any process) takes its attempt away:
-its handler is told to stop, on the worker's loop once that loop runs again.
+no longer held at the attempt's number (its job was cancelled, in any process,
+or its lease ended and the job was claimed again) takes its attempt away: its
+handler is told to stop, on the worker's loop once that loop runs again. A
+process that learns it was found dead renews at once (``renew_now``).
 Through an outage it retries; an attempt whose lease would run out before the
 next try is told to stop (``run.cancelled``), and the job runs again elsewhere.
 A clock that jumps past a lease's end before this thread has heard of it is
@@ -111,9 +113,9 @@ class Renewals:
             pass
 
     def renew_now(self) -> None:
-        """Renew every lease now, on this thread, from any thread: a lease no longer held takes its attempt
-        away (this process was found dead, and its leases ended). A renewal that fails is tried again at
-        the next one."""
+        """Renew every lease now, on the renewals' thread (called from any thread): a lease no longer held
+        takes its attempt away (this process was found dead, and its leases ended). A renewal that fails
+        is tried again at the next one."""
         if self.loop is None:
             return
         try:
