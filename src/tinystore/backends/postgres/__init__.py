@@ -166,6 +166,7 @@ class PostgresBackend(PostgresReads, Backend):
             conn.execute(q.writer_name, (owner, q.name))
         self._owner = owner  # before the insert: a writer connection made again names it too
         self.submit(insert).result()
+        self._keeper.registered = True
         self._writer.owner = owner
         self.end_dead(now)
         return owner
@@ -234,7 +235,7 @@ class PostgresBackend(PostgresReads, Backend):
             def leave(conn: PgConn) -> None:
                 work.leave(PgExecutor(conn), owner)
             if self._keeper is not None:
-                self._keeper.leaving()
+                self._keeper.registered = False  # never made again from now on
             try:
                 self.submit(leave).result()  # before the lock goes: nobody finds this process dead meanwhile
             except Error as exc:

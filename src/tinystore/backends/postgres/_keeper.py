@@ -77,7 +77,9 @@ class Keeper:
         self._on_notice: Optional[NoticeListener] = None
         self._on_error: Optional[Callable[[BaseException], Optional[float]]] = None
         self._closed = threading.Event()
-        self._leaving = False  # the registration is being removed (close): it is not made again
+        # Whether the registration is committed and not being removed (the backend sets it, after its
+        # insert and before close removes it): only then is it said to be alive, or made again.
+        self.registered = False
         self._lock = threading.Lock()
         self._unsettled_until = 0.0  # monotonic; inf while the connection is down (see GRACE)
         self._beat = time.monotonic()  # when the last heartbeat (or the registration) began
@@ -103,6 +105,9 @@ class Keeper:
             # after the system's default of hours. Ignored over a Unix socket.
             for setting, value in KEEPALIVES:
                 conn.execute(f"SET {setting} = {value}")
+            # A heartbeat a second waits for no flush to disk: one lost in a crash of the server is lost
+            # with every session, and each process says it lives again once it has connected again.
+            conn.execute("SET synchronous_commit = off")
             conn.execute(q.live_lock, (q.live_key, self.owner))
             conn.execute(f'LISTEN "{q.channel}"')
             if again:
@@ -118,7 +123,7 @@ class Keeper:
         (changes meanwhile are read by the refresh that Notice(everything=True) asks for), and told."""
         q = self._q
         began = time.monotonic()
-        if self._leaving or conn.execute(q.process_alive, (self.owner,)).rowcount:
+        if not self.registered or conn.execute(q.process_alive, (self.owner,)).rowcount:
             self._beat, self._fenced = began, False
             return
         conn.execute(q.process_insert, self._registration)
@@ -129,10 +134,6 @@ class Keeper:
                     "ended: it registered again, and the handlers of the leases ended are told to stop",
                     self.owner, self._where.server())
         self._tell(Notice(ended=True))
-
-    def leaving(self) -> None:
-        """The registration is about to be removed (this process closes the store): never make it again."""
-        self._leaving = True
 
     def close(self) -> None:
         """Stop, and let go of the connection: the liveness lock goes with it."""
