@@ -93,11 +93,17 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def open_store(target: str) -> Iterator[Callable[..., tinystore.Store]]:
-    """Open the test's store (as often as a test likes); every store opened is closed at the end."""
+def open_store(kit: kits.Kit, target: str) -> Iterator[Callable[..., tinystore.Store]]:
+    """Open the test's store (as often as a test likes); every store opened is closed at the end.
+
+    On PostgreSQL a process that died is found dead once it has not said it lives for a few seconds (it
+    may be connecting again): each open waits until any that died can be (``kit.past_liveness_grace``),
+    so that "the next open" of a test ends their leases as on SQLite. Stores closed leave nothing to wait
+    for."""
     opened: list[tinystore.Store] = []
 
     def _open(**kwargs: Any) -> tinystore.Store:
+        kit.past_liveness_grace(target)
         store = tinystore.open(target, **kwargs)
         opened.append(store)
         return store

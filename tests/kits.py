@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import time
 import uuid
 from collections import Counter, namedtuple
 from contextlib import closing, contextmanager
@@ -248,6 +249,11 @@ class Kit:
     def witnessed(self, target: str) -> list[tuple[int, str, str]]:
         """The witness's rows in the order they were written: (seq, id, claimed or removed)."""
         return [tuple(r) for r in self.app_rows(target, "SELECT seq, id, what FROM witness ORDER BY n")]
+
+    def past_liveness_grace(self, target: str) -> None:
+        """Wait until every registered process whose liveness is gone can be found dead (DUR-03): at once on
+        SQLite (a lock byte nobody holds); on PostgreSQL once it has not said it lives for the grace
+        (``_keeper.GRACE``: a process whose sessions just ended may be connecting again)."""
 
     # tinystore internals: each use here, and only here
 
@@ -560,6 +566,19 @@ class PostgresKit(Kit):
     def _write(self, target: str, sql: str, params: Sequence[Any]) -> None:
         with closing(self._connect(target, autocommit=True)) as conn:
             conn.execute(self._pg(sql).replace("?", "%s"), params)
+
+    def past_liveness_grace(self, target: str) -> None:
+        from tinystore.backends.postgres._keeper import GRACE
+        if self._rows(target, "SELECT to_regclass(%s)", (f"{self.SCHEMA}.processes",)) == [(None,)]:
+            return  # not opened yet
+        deadline = time.monotonic() + GRACE + 30
+        while self._rows(target, f"SELECT count(*) FROM {self.SCHEMA}.processes p"
+                                 " WHERE p.alive >= now() - make_interval(secs => %s) AND NOT EXISTS ("
+                                 " SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+                                 " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                                 " AND l.objid = p.id::oid AND l.objsubid = 2)", (GRACE,)) != [(0,)]:
+            assert time.monotonic() < deadline, "a dead process's heartbeat never grew old"
+            time.sleep(0.05)
 
     def forget_queue_counts(self, target: str) -> None:
         s = self.SCHEMA

@@ -3,8 +3,10 @@
 Every lease/2 (the shortest lease of the worker's queues, as the store keeps
 them) the thread renews the leases of the attempts the worker runs, one
 ``backend.renew`` per queue, and waits until it is committed. A lease that is
-no longer held (its job was cancelled, in any process) takes its attempt away:
-its handler is told to stop, on the worker's loop once that loop runs again.
+no longer held at the attempt's number (its job was cancelled, in any process,
+or its lease ended and the job was claimed again) takes its attempt away: its
+handler is told to stop, on the worker's loop once that loop runs again. A
+process that learns it was found dead renews at once (``renew_now``).
 Through an outage it retries; an attempt whose lease would run out before the
 next try is told to stop (``run.cancelled``), and the job runs again elsewhere.
 A clock that jumps past a lease's end before this thread has heard of it is
@@ -109,6 +111,22 @@ class Renewals:
             self.worker_loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # the worker's loop closed: nobody serves any more
             pass
+
+    def renew_now(self) -> None:
+        """Renew every lease now, on the renewals' thread (called from any thread): a lease no longer held
+        takes its attempt away (this process was found dead, and its leases ended). A renewal that fails
+        is tried again at the next one."""
+        if self.loop is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._renew_all(), self.loop).add_done_callback(self._renewed_now)
+        except RuntimeError:  # its loop already ended
+            pass
+
+    @staticmethod
+    def _renewed_now(done: Any) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            log.debug("renewing every lease at once failed: %s", done.exception())
 
     def _shortest(self) -> float:
         return min(r.options.lease for r in self.runners)

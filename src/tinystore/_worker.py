@@ -77,13 +77,12 @@ class Worker:
         loop = asyncio.get_running_loop()
 
         def changed(notice: Notice) -> None:
-            if not (notice.queues or notice.cancelled or notice.everything):
+            if notice.ended:
+                self.renewals.renew_now()  # at once, not at the next renewal: the ended leases' handlers stop
+            if not (notice.queues or notice.cancelled or notice.everything or notice.lost):
                 return  # a commit that gives no queue work (a watched job's change, another's claim)
-            cancelled = set(notice.cancelled)
-            for r in self.runners:  # at once, from the thread that heard it: run.cancelled turns true now
-                for a in r.attempts():
-                    if a.seq in cancelled:
-                        a.take_away()
+            for _, a in self._taken(notice):  # at once, from the thread that heard it: run.cancelled turns true now
+                a.take_away()
             try:
                 loop.call_soon_threadsafe(self._changed, notice)
             except RuntimeError:  # the loop closed: nobody serves any more
@@ -106,14 +105,19 @@ class Worker:
                 pass
         return failed
 
+    def _taken(self, notice: Notice) -> list[tuple[QueueRunner, Attempt]]:
+        """The attempts whose lease ``notice`` takes away: those of the jobs cancelled, or every one when
+        this process's leases were lost."""
+        if not (notice.lost or notice.cancelled):
+            return []
+        return [(r, a) for r in self.runners for a in r.attempts() if notice.lost or a.seq in notice.cancelled]
+
     def _changed(self, notice: Notice) -> None:
         """A commit: wake the runners of the queues that got work (not by their own write), and cancel
-        the async handlers of jobs that were cancelled (JOB-12)."""
-        cancelled = set(notice.cancelled)
-        for r in self.runners:
-            for a in r.attempts():
-                if a.seq in cancelled:  # every attempt of the job this process runs
-                    self.take_away(r, a)
+        the async handlers of jobs that were cancelled (JOB-12), or of every attempt when this process's
+        leases were lost."""
+        for r, a in self._taken(notice):
+            self.take_away(r, a)
         if notice.everything:
             for r in self.runners:
                 r.notice()

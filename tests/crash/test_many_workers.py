@@ -84,7 +84,7 @@ def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_an
         owner = lab.owner_of(doomed.pid)
         held_at_kill.append(len(lab.leases_of(owner)))
         assert kill_child(doomed) == KILLED
-        workers[n] = lab.worker("q:sync", serve=True)  # its open ends the dead worker's leases at once
+        workers[n] = lab.worker("q:sync", serve=True)  # its open, or a worker's look, ends the dead one's leases
 
     last = lab.watch_until_ended(q, ids, timeout=DRAIN_TIMEOUT)
     assert {s.state for s in last.values()} == {"done"}

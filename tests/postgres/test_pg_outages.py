@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
 import pytest
 
 import tinystore
+from tinystore.backends._engine import groups, leases, work
+from tinystore.backends.postgres._executor import PgExecutor
+from tinystore.backends.postgres._keeper import BEAT, FENCE, GRACE
 
 
 def _terminate(pg) -> int:
@@ -67,9 +71,10 @@ def test_a_process_found_dead_while_its_connection_was_down_registers_again(pg, 
     owner = store._ctx.owner
     other = pg.open()
     # Its keeper's and writer's connections are dropped; the other process ends its registration before
-    # they are back.
+    # they are back, once it has not said it lives for the grace: not at once, as it may be connecting again.
     back = _cut(pg, store, wait_for)
-    assert other._backend.end_dead(time.time()) == 1
+    assert other._backend.end_dead(time.time()) == 0
+    wait_for(lambda: other._backend.end_dead(time.time()) == 1, timeout=GRACE + 5)
     back()
     wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE id = %s", (owner,)) == [(1,)])
 
@@ -103,6 +108,63 @@ def _pids(store) -> list[int]:
     return [backend._keeper._conn.info.backend_pid, backend._writer._conn.raw.info.backend_pid]
 
 
+def _blocking_worker(store, lease):
+    """A queue whose handler's first attempt runs until it is taken away; the time it saw that, in ``stopped``.
+    The job's next attempt may start in this process while the first one still runs (its lease ended)."""
+    q = store.queue("d", lease=lease)
+    q.add({}, id="j")
+    began, stopped = threading.Event(), []
+
+    @q.work
+    def handler(payload, run):
+        if run.attempt == 1:
+            began.set()
+            while not run.cancelled:
+                time.sleep(0.01)
+            stopped.append(time.monotonic())
+    store.start()
+    assert began.wait(10)
+    return q, stopped
+
+
+def test_a_worker_found_dead_stops_its_handler_at_once_registers_again_and_runs_the_job_again(pg, wait_for):
+    store = pg.open()
+    q, stopped = _blocking_worker(store, "20s")  # renewals every 10 s
+    try:
+        owner = store._ctx.owner
+        other = pg.open()
+
+        def found_dead(conn):  # as a process that found it dead ends it (end_dead)
+            ex = PgExecutor(conn)
+            for queue in leases.end_owner(ex, owner, lambda name: groups.options(ex, name), time.time()):
+                other._backend._writer.notify(queue)
+            work.leave(ex, owner)
+        ended = time.monotonic()
+        other._backend.submit(found_dead).result()
+        wait_for(lambda: stopped, timeout=10)
+        assert stopped[0] - ended < BEAT + 1, "it learnt it was found dead only at a renewal"
+        wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE id = %s", (owner,)) == [(1,)])
+        wait_for(lambda: q.get("j") is None, timeout=10)  # attempt 2 ran, here: registered again, it serves
+    finally:
+        store.stop()
+    assert pg.rows("SELECT count(*) FROM {s}.leases") == [(0,)]
+
+
+def test_a_worker_cut_off_from_the_server_stops_its_handlers_before_another_process_may_find_it_dead(
+        pg, wait_for):
+    store = pg.open()
+    q, stopped = _blocking_worker(store, "6s")
+    try:
+        cut = time.monotonic()
+        back = _cut(pg, store, wait_for, writer=False)  # its keeper cannot connect again: no heartbeat
+        wait_for(lambda: stopped, timeout=GRACE + 5)
+        assert FENCE - BEAT - 0.5 < stopped[0] - cut < GRACE, "it stopped its handler too early or too late"
+        back()
+        wait_for(lambda: q.get("j") is None, timeout=20)  # its lease ran out, unrenewed: attempt 2 ran
+    finally:
+        store.stop()
+
+
 def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(pg, wait_for):
     import threading
     store = pg.open()
@@ -121,7 +183,7 @@ def test_a_watch_goes_on_after_its_process_was_found_dead_and_registered_again(p
     owner = store._ctx.owner
     other = pg.open()
     back = _cut(pg, store, wait_for)
-    assert other._backend.end_dead(time.time()) == 1
+    wait_for(lambda: other._backend.end_dead(time.time()) == 1, timeout=GRACE + 5)
     back()
     wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.watched WHERE owner = %s", (owner,)) == [(1,)])
     worker = other.queue("w")

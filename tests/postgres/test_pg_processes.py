@@ -91,7 +91,10 @@ def test_a_killed_workers_leases_are_ended_by_a_live_process(pg, child_env, wait
             child.wait()
 
 
-def test_the_next_open_ends_a_killed_processes_leases(pg, child_env):
+def test_the_next_open_ends_a_killed_processes_leases_once_it_has_not_said_it_lives_for_the_grace(
+        pg, child_env, wait_for):
+    from tinystore.backends.postgres._keeper import GRACE
+
     store = pg.open()
     q = store.queue("held", lease="1h")
     q.add({"x": 1}, id="j")
@@ -100,6 +103,10 @@ def test_the_next_open_ends_a_killed_processes_leases(pg, child_env):
         _read_line(child, "running j")
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
+        # At once, it cannot be told from a process whose sessions were ended and that connects again.
+        assert pg.open().queue("held").get("j").state == "running"
+        wait_for(lambda: pg.rows("SELECT count(*) FROM {s}.processes WHERE pid = %s AND alive >= now()"
+                                 " - make_interval(secs => %s)", (child.pid, GRACE)) == [(0,)], timeout=GRACE + 5)
         other = pg.open()
         job = other.queue("held").get("j")
         assert job.state == "waiting" and job.attempt == 1

@@ -233,13 +233,19 @@ class Notice:
     wrote it (its ``source``), or None; a worker wakes those queues' runners,
     except its own. ``cancelled``: jobs cancelled, whose running handler must
     stop, wherever it runs. ``everything``: it cannot say (a notice missed, a
-    clock that moved): any queue may have work. Every notice also means that
-    jobs may have changed, for watchers.
+    clock that moved): any queue may have work. ``ended``: this process was
+    found dead and its registration removed (see ``postgres/_keeper``): its
+    leases are renewed at once, and the attempts whose lease is gone are taken
+    away. ``lost``: this process was cut off from the store for so long that
+    another may find it dead at any moment: every attempt it runs is taken
+    away. Every notice also means that jobs may have changed, for watchers.
     """
 
     queues: dict[str, Any] = field(default_factory=dict)
     cancelled: frozenset[int] = frozenset()
     everything: bool = False
+    ended: bool = False
+    lost: bool = False
 
 
 NoticeListener = Callable[[Notice], None]

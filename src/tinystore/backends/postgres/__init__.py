@@ -85,7 +85,7 @@ from . import _sql
 from ._connection import (PgConn, Where, begin, behind_pooler, configure, connect, dial, is_connection_error,
                           raise_translated, translated)
 from ._executor import PgExecutor
-from ._keeper import Keeper
+from ._keeper import GRACE, Keeper
 from ._reads import PostgresReads
 from ._writer import Writer
 
@@ -230,6 +230,7 @@ class PostgresBackend(PostgresReads, Backend):
             self._keeper = None
             keeper.close()
             raise
+        keeper.registered = True  # its heartbeat may now say that the row's process lives
         if self._on_error is not None:
             keeper.listen(self._on_notice, self._on_error)  # type: ignore[arg-type]
 
@@ -257,15 +258,17 @@ class PostgresBackend(PostgresReads, Backend):
 
         A read finds them (``pg_locks``, and no session named by their writer
         in ``pg_stat_activity``: a process whose keeper connection alone was
-        lost is alive); one write transaction then confirms
-        each with ``pg_try_advisory_xact_lock`` (held until it commits, so that
-        a process coming back meanwhile re-registers only after its leases and
-        registration were ended), ends its leases as ``_engine.leases.end_owner``
-        does, removes its registration and watches, and notifies its queues.
-        It also updates this process's ``seen``: a heartbeat. A machine that
-        vanished is noticed once the server drops its connection. For a few
-        seconds after this process's own keeper connection was made again it
-        finds nobody dead (``_keeper.GRACE``): a server restart drops every
+        lost is alive), among those that have not said they live for the
+        grace (``_keeper.GRACE``): one whose sessions were all ended a moment
+        ago is connecting again, its handlers running. One write transaction
+        then confirms each with ``pg_try_advisory_xact_lock`` (held until it
+        commits, so that a process coming back meanwhile re-registers only
+        after its leases and registration were ended) and its heartbeat read
+        again, ends its leases as ``_engine.leases.end_owner`` does, removes
+        its registration and watches, and notifies its queues. A machine
+        that vanished is noticed once the server drops its connection. For a
+        few seconds after this process's own keeper connection was made again
+        it finds nobody dead (``_keeper.GRACE``): a server restart drops every
         process's lock at once, and the live ones take theirs again.
         """
         self._usable()
@@ -273,17 +276,18 @@ class PostgresBackend(PostgresReads, Backend):
         own = self._owner
         with self._read() as conn:
             dead = [i for (i,) in conn.all(q.processes_unlocked, {"own": own if own is not None else -1,
-                                                                   "key": q.live_key, "schema": q.name})]
+                                                                   "key": q.live_key, "schema": q.name,
+                                                                   "grace": GRACE})]
             if dead and self._keeper is not None and not self._keeper.settled():
                 dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
 
         def op(conn: PgConn) -> int:
-            if own is not None:
-                conn.execute(q.process_seen, (now, own))
             found = 0
             for other in dead:
                 if not conn.one(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read
+                if not conn.one(q.process_stale, (other, GRACE))[0]:
+                    continue  # alive: it said it lives since the read (and lost its lock again)
                 ex = PgExecutor(conn)
                 for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now,
                                                self._writer.notify):
@@ -291,7 +295,7 @@ class PostgresBackend(PostgresReads, Backend):
                 work.leave(ex, other)
                 found += 1
             return found
-        if not dead and own is None:
+        if not dead:
             return 0
         return self.submit(op).result()
 
@@ -313,6 +317,8 @@ class PostgresBackend(PostgresReads, Backend):
         if owner is not None:
             def leave(conn: PgConn) -> None:
                 work.leave(PgExecutor(conn), owner)
+            if self._keeper is not None:
+                self._keeper.registered = False  # never made again from now on
             try:
                 self.submit(leave).result()  # before the lock goes: nobody finds this process dead meanwhile
             except Error as exc:

@@ -188,16 +188,17 @@ SELECT nextval(pg_get_serial_sequence('{schema}.processes', 'id'));
 INSERT INTO {schema}.processes (id, pid, host, started, seen) VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING;
 
--- name: process_seen
--- A process's heartbeat.
-UPDATE {schema}.processes SET seen = %s WHERE id = %s;
+-- name: process_alive
+-- A process's heartbeat, by the server's clock, from its keeper (see _keeper); no row: it was found dead.
+UPDATE {schema}.processes SET alive = now() WHERE id = %s;
 
 -- name: processes_unlocked
--- Registered processes whose liveness lock no session of the server holds, and whose writer's session
--- (named by its application_name, see writer_name) is gone too: dead. A process whose keeper connection
--- alone was lost is not: it takes its lock again in a moment (end_dead confirms with a try-lock).
+-- Registered processes whose liveness lock no session of the server holds, whose writer's session
+-- (named by its application_name, see writer_name) is gone too, and whose heartbeat is older than the
+-- grace: dead. A process whose keeper connection alone was lost is not, nor one whose sessions were
+-- ended a moment ago: it takes its lock again in a moment (end_dead confirms with process_dead).
 SELECT p.id FROM {schema}.processes p
-WHERE p.id <> %(own)s AND NOT EXISTS (
+WHERE p.id <> %(own)s AND p.alive < now() - make_interval(secs => %(grace)s) AND NOT EXISTS (
     SELECT 1 FROM pg_catalog.pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted
       AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
@@ -359,9 +360,15 @@ FROM pg_catalog.pg_stat_xact_user_tables WHERE schemaname = %s;
 SELECT pg_advisory_lock(%s, %s);
 
 -- name: live_try
--- In end_dead's transaction: whether a process found unlocked is dead (this transaction holds its lock
--- then, until it commits: a process coming back registers again only after its leases were ended).
+-- In end_dead's transaction: whether a process found unlocked is still unlocked (this transaction holds
+-- its lock then, until it commits: the process can neither take it again nor say it lives meanwhile, and
+-- coming back it registers again only after its leases were ended).
 SELECT pg_try_advisory_xact_lock(%s, %s);
+
+-- name: process_stale
+-- In end_dead's transaction, after live_try, in a statement of its own so that it reads a heartbeat
+-- committed since the read of processes_unlocked: whether the process has not said it lives for the grace.
+SELECT EXISTS (SELECT 1 FROM {schema}.processes WHERE id = %s AND alive < now() - make_interval(secs => %s));
 
 -- name: migrate_lock
 -- Migrations one open at a time, per schema: (liveness key, 0), an id no registration has.
