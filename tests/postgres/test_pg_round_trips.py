@@ -182,8 +182,8 @@ def test_an_operations_error_in_a_batch_fails_that_operation_only(pg: Any, caplo
 def test_a_limited_claim_commits_without_waiting_for_the_disk_and_a_durable_commit_comes_before_its_handler(
         relayed: Any) -> None:
     # JOB-04: the attempt is counted on the disk before the handler starts. The claim's transaction holds
-    # the queue's lock, so it commits without waiting for the disk; the process's heartbeat, committed
-    # durably after it and before the handler starts, takes the log to the disk up to and past it.
+    # the queue's lock, so it commits without waiting for the disk; a commit that waits for the disk, after
+    # it and before the handler starts, takes the log to the disk up to and past it.
     store, relay = relayed
     queue = store.queue("limited", concurrency=1)
     before_handler: list[list[str]] = []
@@ -197,13 +197,13 @@ def test_a_limited_claim_commits_without_waiting_for_the_disk_and_a_durable_comm
     claim = next(n for n, s in enumerate(sent) if "INSERT INTO" in s and ".leases" in s)
     commit_async = max(n for n, s in enumerate(sent[:claim]) if "synchronous_commit = off" in s)
     assert "pg_advisory_xact_lock" in " ".join(sent[:commit_async])  # in the transaction under the lock
-    flush = [n for n, s in enumerate(sent) if n > claim and s.lstrip().startswith("UPDATE") and ".processes" in s]
+    flush = [n for n, s in enumerate(sent) if n > claim and "pg_current_xact_id()" in s]
     assert flush, sent[claim:]
     assert not any("synchronous_commit" in s for s in sent[flush[0]:])
 
 
 def test_a_limited_claim_of_a_store_with_durability_normal_commits_as_its_session_does(pg: Any) -> None:
-    # durability="normal" commits without waiting already: no heartbeat follows a claim.
+    # durability="normal" commits without waiting already: no flush follows a claim.
     params = conninfo_to_dict(pg.url)
     with Relay((params.get("host", "127.0.0.1"), int(params.get("port", 5432))), 0.0, record=True) as relay:
         url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{relay.port}/{params.get('dbname', 'test')}"
@@ -219,4 +219,4 @@ def test_a_limited_claim_of_a_store_with_durability_normal_commits_as_its_sessio
         finally:
             store.close()
     assert ran == [1]
-    assert not any("synchronous_commit" in s or ".processes SET seen" in s for s in sent)
+    assert not any("synchronous_commit" in s or "pg_current_xact_id()" in s for s in sent)

@@ -577,8 +577,8 @@ class PostgresBackend(PostgresReads, Backend):
         def flush(conn: PgConn) -> None:
             # A limited claim commits without waiting for the disk, so that the queue's lock is held only
             # for the count and the take. Its attempts are counted durably (JOB-04) before its handlers
-            # start: this durable commit (the process's heartbeat) flushes the log up to it and beyond.
-            conn.execute(self.q.process_seen, (now() if callable(now) else now, owner))
+            # start: this durable commit flushes the log up to it and beyond.
+            conn.execute(self.q.flush_log)
 
         def claimed(second: Future) -> None:
             try:

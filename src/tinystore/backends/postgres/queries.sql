@@ -192,6 +192,11 @@ ON CONFLICT (id) DO NOTHING;
 -- A process's heartbeat, by the server's clock, from its keeper (see _keeper); no row: it was found dead.
 UPDATE {schema}.processes SET alive = now() WHERE id = %s;
 
+-- name: flush_log
+-- A commit that waits for the disk and writes no row, only its own commit record (an id is drawn for the
+-- transaction): every commit before it is on the disk too once it returns (see the limited claim).
+SELECT pg_current_xact_id();
+
 -- name: processes_unlocked
 -- Registered processes whose liveness lock no session of the server holds, whose writer's session
 -- (named by its application_name, see writer_name) is gone too, and whose heartbeat is older than the
