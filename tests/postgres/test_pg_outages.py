@@ -136,8 +136,9 @@ def test_a_worker_found_dead_stops_its_handler_at_once_registers_again_and_runs_
 
         def found_dead(conn):  # as a process that found it dead ends it (end_dead)
             ex = PgExecutor(conn)
-            for queue in leases.end_owner(ex, owner, lambda name: groups.options(ex, name), time.time()):
-                other._backend._writer.notify(queue)
+            notify = other._backend._writer.notify
+            for queue in leases.end_owner(ex, owner, lambda name: groups.options(ex, name), time.time(), notify):
+                notify(queue)
             work.leave(ex, owner)
         ended = time.monotonic()
         other._backend.submit(found_dead).result()

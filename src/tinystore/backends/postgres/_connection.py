@@ -206,6 +206,7 @@ class PgConn:
         self.owner: Optional[int] = None
         self.bare = False
         self.sent: Optional[list[psycopg.Cursor]] = None  # while the writer's pipeline runs: its statements
+        self.retired = False  # the writer makes a new connection before its next batch (see _writer)
 
     def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)

@@ -204,7 +204,7 @@ class Writer:
 
     def _connection(self) -> PgConn:
         conn = self._conn
-        if conn is None or conn.raw.closed or conn.raw.broken or _dropped(conn.raw):
+        if conn is None or conn.retired or conn.raw.closed or conn.raw.broken or _dropped(conn.raw):
             if conn is not None:
                 conn.raw.close()
             self._conn = None
@@ -305,6 +305,12 @@ class Writer:
                 conn.sent = None
                 if pipeline is not None:
                     _drain(pipeline)
+                    # After a failed pipeline psycopg may count as prepared a statement the server does not
+                    # hold ('prepared statement "_pg3_N" does not exist' at its next use; seen with claims and
+                    # cancel_many's locked chunks side by side, BULK-06): nothing is prepared on this
+                    # connection any more, and the next batch gets a new one.
+                    conn.raw.prepare_threshold = None
+                    conn.retired = True
                 if isinstance(exc, psycopg.Error) and (exc.sqlstate in RETRIED or is_connection_error(exc, conn.raw)):
                     raise  # run again, or failed (lost once COMMIT was sent: maybe written)
                 error = exc  # an operation's own (one sent with COMMIT may raise there: COMMIT did not run)
