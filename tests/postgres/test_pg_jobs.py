@@ -280,3 +280,24 @@ def test_conn_in_a_repeatable_read_or_serializable_transaction_adds_while_worker
     stats = store.stats()["busy"]
     assert (stats["waiting"], stats["done"]) == (1, 0)  # done jobs are not kept (dedupe 0)
     assert q.get("mine").state == "waiting"
+
+
+def test_JOB_12_a_cancel_beside_a_settlement_that_commits_first_sees_it_and_takes_nothing(pg, wait_for):
+    # A settlement in flight holds the job's row (here a transaction of the test's that ends the job done);
+    # a cancel meanwhile waits for it, then finds the job done: it takes nothing, and the job is not both
+    # done and cancelled (counted twice in its batch, its row removed). It read the row without a lock
+    # before, saw it waiting, and removed the done row once the settlement committed.
+    store = pg.open()
+    q = store.queue("q", dedupe="1h")
+    q.add({}, id="j")
+    with pg.connect() as settling:
+        settling.execute(f"UPDATE \"{pg.schema}\".jobs SET state = 'done' WHERE queue = 'q' AND id = 'j'")
+        answer: list = []
+        canceller = threading.Thread(target=lambda: answer.append(q.cancel("j")))
+        canceller.start()
+        wait_for(lambda: pg.rows("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                 " AND query LIKE %s", (f'%"{pg.schema}".jobs%',)) != [(0,)])
+        settling.commit()
+    canceller.join(10)
+    assert answer == [False], "the cancel took a job that had ended"
+    assert q.get("j").state == "done"

@@ -85,7 +85,12 @@ def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Opt
     row = ex.one("job_by_id", (queue, id))
     if row is None or row[5] not in ("queued", "running"):
         return None
-    job = JobRow(*row)
+    # Read again under the row's lock (PostgreSQL; SQLite's one writer holds the file's): a settlement
+    # that committed since the read above is seen, and its job is not also counted as cancelled.
+    locked = ex.all("jobs_lock", (ex.array([row[0]]),))
+    if not locked or locked[0][5] not in ("queued", "running"):
+        return None
+    job = JobRow(*locked[0])
     (batch,) = ex.one("job_batch", (job.seq,))
     ex.run("lease_drop", (job.seq,))
     jobs.remove(ex, [job.seq])
