@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ._attempt import Attempt
@@ -72,6 +73,7 @@ class QueueRunner:
         self.options = queue.options  # as the store keeps them, from each cycle: another process may change them
         # By (job, attempt): changed on the loop, read by the renewals' thread and the notices' one
         self.running: dict[tuple[int, int], Attempt] = {}
+        self.running_jobs: Counter[int] = Counter()  # attempts running per job: two only where one is older
         self.running_lock = threading.Lock()
         self.tally = Tally()  # what ended since the last line about the queue (``_report``)
         self.settled: list[Settlement] = []
@@ -234,6 +236,7 @@ class QueueRunner:
             a.task = self.worker.threads.call(self._call, (a,), lambda answer, exc: self._ended(a, answer, exc))
         with self.running_lock:
             self.running[a.key] = a
+            self.running_jobs[c.seq] += 1
         self.deadlines.watch()
 
     def _take_older(self, c: Claimed) -> None:
@@ -245,6 +248,8 @@ class QueueRunner:
         The claim may take the job all the same: its lease ended in the store, and any process may take it,
         so leaving it to others would only move the second run elsewhere, and keep the job waiting for as
         long as the older handler runs where no other process serves the queue."""
+        if c.seq not in self.running_jobs:  # the common case, read without a scan of every attempt
+            return
         for old in [a for a in self.attempts() if a.seq == c.seq and not a.taken_away]:
             log.warning("%s/%s attempt %d lost its lease while its handler ran; attempt %d takes over, and "
                         "attempt %d's handler is told to stop", self.queue.name, c.id, old.claimed.attempt,
@@ -292,6 +297,10 @@ class QueueRunner:
         answer = answer_of(q.name, a, answer, exc, self.options.timeout)
         with self.running_lock:
             was_running = self.running.pop(a.key, None) is not None
+            if was_running:
+                self.running_jobs[a.seq] -= 1
+                if not self.running_jobs[a.seq]:
+                    del self.running_jobs[a.seq]
         if was_running and not self.is_async:
             self.worker.budget.give(1)
         if answer is not NO_SETTLEMENT:
