@@ -22,7 +22,7 @@ import threading
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, Callable, Optional
 
 import pytest
 
@@ -212,3 +212,29 @@ def django_python() -> str:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+class Background:
+    """Run ``fn`` in a thread; ``join`` fails the test when it does not end in time, and re-raises its error."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # handed to join()
+            self.error = exc
+
+    def join(self, timeout: float = 30) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"still running after {timeout}s"
+        if self.error is not None:
+            raise self.error
+
+
+def run_until_idle(store: Any, timeout: float = 30) -> None:
+    """``store.run_until_idle()``, failing the test instead of hanging it."""
+    Background(store.run_until_idle).join(timeout)

@@ -19,39 +19,15 @@ import threading
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 import tinystore
+from helpers import Background, run_until_idle
 
 T = 1_800_000_000.0  # the `clock` fixture's start
 WAIT = 30
-
-
-class Background:
-    """Run ``fn`` in a thread; ``join`` fails the test when it does not end in time, and re-raises its error."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except BaseException as exc:
-            self.error = exc
-
-    def join(self, timeout: float = WAIT) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"still running after {timeout}s"
-        if self.error is not None:
-            raise self.error
-
-
-def run_until_idle(store: tinystore.Store) -> None:
-    Background(store.run_until_idle).join()
 
 
 def digest(path: Path) -> str:

@@ -14,26 +14,9 @@ import threading
 import pytest
 
 import tinystore
-from helpers import run_child
+from helpers import run_child, run_until_idle
 
 WAIT = 30
-
-
-def run_until_idle(store: tinystore.Store) -> None:
-    done = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            store.run_until_idle()
-        except BaseException as exc:  # handed to the test
-            errors.append(exc)
-        done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert done.wait(WAIT), f"run_until_idle still running after {WAIT}s"
-    if errors:
-        raise errors[0]
 
 
 def then_witness(q: tinystore.Queue) -> list:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import tinystore
-from helpers import run_child, start_child, wait_for_line
+from helpers import Background, run_child, run_until_idle, start_child, wait_for_line
 from tinystore.testing import FakeClock
 
 T = 1_800_000_000.0  # where every FakeClock of these tests starts (the `clock` fixture's default)
@@ -31,32 +31,6 @@ WAIT = 30  # seconds a test waits for something that should take milliseconds, b
 
 # ---------------------------------------------------------------------------
 # Helpers
-
-
-class Background:
-    """Run ``fn`` in a thread; ``join`` fails the test when it does not end in time, and re-raises its error."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except BaseException as exc:  # handed to join()
-            self.error = exc
-
-    def join(self, timeout: float = WAIT) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"still running after {timeout}s"
-        if self.error is not None:
-            raise self.error
-
-
-def run_until_idle(store: tinystore.Store, timeout: float = WAIT) -> None:
-    """``store.run_until_idle()``, failing the test instead of hanging it."""
-    Background(store.run_until_idle).join(timeout)
 
 
 def at(job: tinystore.JobState) -> float:

@@ -17,34 +17,10 @@ from typing import Any, Callable
 import pytest
 
 import tinystore
+from helpers import Background, run_until_idle
 
 T = 1_800_000_000.0  # where the `clock` fixture's FakeClock starts
 WAIT = 30
-
-
-class Background:
-    """Run ``fn`` in a thread; ``join`` fails the test when it does not end in time, and re-raises its error."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _run(self, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except BaseException as exc:  # handed to join()
-            self.error = exc
-
-    def join(self, timeout: float = WAIT) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), f"still running after {timeout}s"
-        if self.error is not None:
-            raise self.error
-
-
-def run_until_idle(store: tinystore.Store) -> None:
-    Background(store.run_until_idle).join()
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:

@@ -8,31 +8,12 @@ handler as its first act, records the order of starts.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 import tinystore
+from helpers import run_until_idle
 
 T = 1_800_000_000.0  # where the `clock` fixture's FakeClock starts
-WAIT = 30
-
-
-def run_until_idle(store: tinystore.Store) -> None:
-    done = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            store.run_until_idle()
-        except BaseException as exc:  # handed to the test
-            errors.append(exc)
-        done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert done.wait(WAIT), f"run_until_idle still running after {WAIT}s"
-    if errors:
-        raise errors[0]
 
 
 def witnessed(q: tinystore.Queue) -> list:
