@@ -304,8 +304,10 @@ class Relay:
 # What the counts say
 
 _KINDS = [  # (kind, a statement that makes a transaction one), first match wins
-    ("claim cycle", re.compile(r"INSERT\s+INTO\s+\S+\.leases\b", re.I)),
+    # A cycle that settles claims in the same transaction: a settlement; one that only claims (or looks,
+    # the statement that takes is sent either way), a claim cycle.
     ("settlement", re.compile(r"DELETE\s+FROM\s+\S+\.leases\b", re.I)),
+    ("claim cycle", re.compile(r"INSERT\s+INTO\s+\S+\.leases\b", re.I)),
     ("renewal", re.compile(r"UPDATE\s+\S+\.leases\s+SET\s+expires\b", re.I)),
     ("add", re.compile(r"INSERT\s+INTO\s+\S+\.jobs\b", re.I)),
 ]

@@ -25,10 +25,10 @@ from tinystore.backends.postgres import _sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from relay import Relay, transactions  # noqa: E402
 
-# What a claim cycle costs today: each read the engine makes is a round trip; what it only writes is sent
-# with the next read or with COMMIT. SPEC §7 asks at most three.
-CLAIM_CYCLE = 10
-SETTLEMENT = 8
+# A cycle's reads are sent together: the options with the leases it ends, then the take with the next
+# times, then COMMIT with what it only writes (SPEC §7: at most three).
+CLAIM_CYCLE = 3
+SETTLEMENT = 3
 
 
 @pytest.fixture
@@ -100,8 +100,9 @@ def test_a_claim_cycle_and_a_settlement_take_a_bounded_number_of_round_trips(rel
     marked = relay.mark()
     cycles = [t for conn in marked for t in transactions(conn["statements"]) if t["kind"] == "claim cycle"]
     settlements = [t for conn in marked for t in transactions(conn["statements"]) if t["kind"] == "settlement"]
-    assert len(cycles) == 1 and len(settlements) == 1
-    assert cycles[0]["round_trips"] <= CLAIM_CYCLE, cycles[0]["statements"]
+    # The cycle that took job 1, the one that settled it (and looked for more), and perhaps a last look.
+    assert 1 <= len(cycles) <= 2 and len(settlements) == 1
+    assert all(t["round_trips"] <= CLAIM_CYCLE for t in cycles), [t["statements"] for t in cycles]
     assert settlements[0]["round_trips"] <= SETTLEMENT, settlements[0]["statements"]
     # A statement sent with others: fewer round trips than statements.
     assert cycles[0]["round_trips"] < len(cycles[0]["statements"]) - 3

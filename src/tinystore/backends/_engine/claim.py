@@ -33,22 +33,27 @@ from ..._options import QueueOptions
 from ..._values import PRIORITIES
 from .._base import Claimed
 from . import groups
-from .executor import Executor, Unreadable
+from .executor import Executor, Later, Unreadable
 
 log = logging.getLogger("tinystore.worker")
 
 
 def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
-          now: float) -> tuple[list[Claimed], Optional[float]]:
-    """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full."""
+          now: float) -> tuple[list[Claimed], Optional[float], Optional[Later]]:
+    """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full,
+    and where it was read with the claim, the read of the next times (``next_wake``)."""
     opts = groups.kept(ex, queue, opts)
     if opts.paused:  # read in this transaction: a pause kept before it binds it
-        return [], None
+        return [], None, None
     now = start_time(ex, queue, opts, now)
     room, slides = _queue_room(ex, queue, opts, now)
     want = min(want, room)
     if want <= 0:
-        return [], slides
+        return [], slides, None
+    if ex.takes_at_once and not limited(opts):
+        claimed, times = _take_at_once(ex, queue, opts, owner, want, now)
+        if claimed is not None:
+            return claimed, None, times
     _wake_groups(ex, queue, opts, now)
     picked, read = _pick(ex, queue, opts, want, now)
     claimed = take(ex, queue, opts, owner, now, picked)
@@ -57,7 +62,32 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
         groups.update(ex, queue, opts, {grp: taken[grp] for grp in read})
     if claimed:
         _record_starts(ex, queue, opts, claimed, taken, now)
-    return claimed, None
+    return claimed, None, None
+
+
+def limited(opts: QueueOptions) -> bool:
+    """Whether a queue's claims count anything (LIM-01..03): their count and take must not run beside
+    another claim of the queue."""
+    return any(limit is not None for limit in (opts.concurrency, opts.rate, opts.group_concurrency,
+                                               opts.group_rate))
+
+
+def _take_at_once(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
+                  now: float) -> tuple[Optional[list[Claimed]], Optional[Later]]:
+    """A claim of a queue without limits by a driver that takes in one statement (``take_due``), sent with
+    the next times and the groups a claim must merge: one round trip. None where groups are ready or wait
+    to be woken and the statement took nothing: the claim merges them in steps (``_pick``)."""
+    woken = ex.ahead("groups_woken", (queue, math.inf))  # with no group_rate, every group set aside by one
+    grouped = ex.ahead("groups_priority_below", {"queue": queue, "above": max(PRIORITIES) + 1})
+    taken = ex.ahead("take_due", {"queue": queue, "now": now, "want": want, "owner": owner,
+                                  "expires": now + opts.lease})
+    times = ex.ahead("next_times", {"queue": queue})
+    claimed = [ex.taken(row) for row in taken.all()]
+    if not claimed and (woken.all() or grouped.one()[0] is not None):
+        return None, None
+    if claimed:
+        ex.run("count_add", (queue, int(now // 60), len(claimed), 0, 0))
+    return claimed, times
 
 
 def start_time(ex: Executor, queue: str, opts: QueueOptions, now: float) -> float:
@@ -223,7 +253,7 @@ def _record_starts(ex: Executor, queue: str, opts: QueueOptions, claimed: list[C
     ex.run("count_add", (queue, int(now // 60), len(claimed), 0, 0))
 
 
-def next_wake(ex: Executor, queue: str, now: float) -> Optional[float]:
+def next_wake(ex: Executor, queue: str, now: float, times: Optional[Later] = None) -> Optional[float]:
     """When a claim of this queue that left places free should look again.
 
     With no room in the queue, only a lease's end (a commit, which wakes the
@@ -231,12 +261,15 @@ def next_wake(ex: Executor, queue: str, now: float) -> Optional[float]:
     some: looking again before that would be a busy loop of transactions.
     Otherwise: the next due time, a group's window sliding, a lease running out. A paused queue
     starts nothing: only a lease running out (ended by a cycle) or a notice (its resume) needs a look.
+    ``times``: the read of the next times, where the claim sent it with its own (after its take).
     """
     opts = groups.kept(ex, queue, QueueOptions())
     if opts.paused:
         return ex.one("next_times", {"queue": queue})[0]
     room, slides = _queue_room(ex, queue, opts, start_time(ex, queue, opts, now))
-    expiry, ungrouped, group, group_wake = ex.one("next_times", {"queue": queue})  # after the clamp
+    if times is None:
+        times = ex.ahead("next_times", {"queue": queue})  # after the clamp
+    expiry, ungrouped, group, group_wake = times.one()
     times = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]
     found = [t for t in times if t is not None]
     return min(found) if found else None

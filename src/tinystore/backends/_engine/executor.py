@@ -22,7 +22,14 @@ says only what a driver does its own way:
   transaction ends, for writes that must not land after it ended;
 - ``lock_groups``: groups' rows changed one transaction at a time, where
   writers of a queue run side by side (SQLite's single writer already
-  orders them).
+  orders them);
+- ``ahead``: a read sent now and answered later, so that a driver whose
+  reads cross a network sends the reads of a step together (PostgreSQL's
+  pipeline: one round trip for all of them; SQLite runs each at once);
+- ``takes_at_once``: whether the driver picks, takes and leases the due
+  jobs without a group of a queue without limits in one statement
+  (``take_due``: PostgreSQL, where each statement is a round trip; SQLite
+  has no statement that writes two tables, and its reads cost none).
 """
 
 from __future__ import annotations
@@ -41,8 +48,24 @@ class Unreadable(Exception):
         self.seq, self.id, self.attempt, self.error = seq, id, attempt, error
 
 
+class Later:
+    """The answer of a statement sent ahead (``Executor.ahead``), read when it is needed."""
+
+    def __init__(self, rows: list[tuple]):
+        self._rows = rows
+
+    def one(self) -> Optional[tuple]:
+        rows = self.all()
+        return rows[0] if rows else None
+
+    def all(self) -> list[tuple]:
+        return self._rows
+
+
 class Executor(ABC):
     """One connection, in one transaction, running the engine's named statements."""
+
+    takes_at_once = False
 
     @abstractmethod
     def one(self, name: str, params: Any = ()) -> Optional[tuple]:
@@ -51,6 +74,11 @@ class Executor(ABC):
     @abstractmethod
     def all(self, name: str, params: Any = ()) -> list[tuple]:
         """Every row of statement ``name``."""
+
+    def ahead(self, name: str, params: Any = ()) -> Later:
+        """Send statement ``name`` now; its rows are read later. It runs where it is sent, after what was sent
+        before it and before what follows, as ``one`` and ``all`` do."""
+        return Later(self.all(name, params))
 
     @abstractmethod
     def run(self, name: str, params: Any = ()) -> None:
@@ -102,6 +130,9 @@ class Executor(ABC):
         """The options a queue keeps (JSON text), or None."""
         row = self.one("queue_options", (queue,))
         return row[0] if row else None
+
+    def options_ahead(self, queue: str) -> None:
+        """A queue's options are about to be read (``kept_options``): a driver may send the read now."""
 
     def forget_options(self, queue: str) -> None:
         """A queue's options were just saved: a later ``kept_options`` reads them again."""

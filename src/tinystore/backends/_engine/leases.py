@@ -14,25 +14,33 @@ from ..._options import QueueOptions
 from ..._settle import Decision, Done, Failed, decide_lost, lost_in_bulk, outcome
 from .._base import JobRow, Settlement
 from . import batches, groups, jobs
-from .executor import Executor
+from .executor import Executor, Later
 
 Notify = Callable[..., None]
 
 
-def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settlement],
+def end_settled(ex: Executor, settlements: list[Settlement]) -> Later:
+    """Send the end of the leases that settlements name (``settle`` applies them): each lease still held,
+    with its job's batch, read before done jobs leave.
+
+    By lease, not by job: the settlements of a cycle may hold two attempts of one job, a stale one (its
+    lease ran out and the same process claimed the job again while its handler still ran) beside the one
+    that holds the lease."""
+    tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
+    return ex.ahead("leases_end_many", tokens)
+
+
+def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settlement], ends: Later,
            now: float, notify: Notify) -> list[Settlement]:
-    """Apply each settlement whose attempt still holds its lease; return the stale ones.
+    """Apply each settlement whose attempt still held its lease (``ends``, from ``end_settled``); return the
+    stale ones.
 
     The leases end, done jobs leave and their groups are released with one
     statement each for the whole batch; other outcomes are applied job by job.
     The jobs of batches that ended count in their batches (``batches.ended``).
     """
     opts = groups.kept(ex, queue, opts)
-    tokens = ex.columns(jobs=[s.seq for s in settlements], attempts=[s.attempt for s in settlements])
-    # By lease, not by job: the settlements of a cycle may hold two attempts of one job, a stale one (its
-    # lease ran out and the same process claimed the job again while its handler still ran) beside the one
-    # that holds the lease.
-    rows = ex.all("leases_end_many", tokens)  # each with its job's batch, read before done jobs leave
+    rows = ends.all()
     ended = {(seq, attempt) for seq, attempt, _ in rows}
     stale = [s for s in settlements if (s.seq, s.attempt) not in ended]
     live = [s for s in settlements if (s.seq, s.attempt) in ended]
@@ -70,9 +78,10 @@ def apply(ex: Executor, seq: int, decision: Decision) -> None:
                                "reset": decision.reset, "error": decision.error, "result": decision.result})
 
 
-def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float, notify: Notify) -> int:
-    """End the leases of a queue that ran out; each attempt stays counted."""
-    expired = ex.all("leases_expired", (queue, now))
+def end_expired(ex: Executor, queue: str, opts: QueueOptions, now: float, notify: Notify, found: Later) -> int:
+    """End the leases of a queue that ran out (``found``: the read ``leases_expired``, sent ahead); each
+    attempt stays counted."""
+    expired = found.all()
     if expired:
         opts = groups.kept(ex, queue, opts)
     for seq, attempt in expired:

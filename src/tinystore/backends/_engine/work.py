@@ -34,9 +34,14 @@ def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now:
                    notify: Notify) -> tuple[QueueOptions, list[Settlement]]:
     """A cycle's first half: settle, end the leases that ran out; the queue's options as kept, and the
     stale settlements. A backend whose claims of a limited queue take a lock runs the claim apart."""
-    opts = groups.options(ex, queue)  # as kept: another process may have changed them
-    stale = leases.settle(ex, queue, opts, settlements, now, notify) if settlements else []
-    expired = leases.end_expired(ex, queue, opts, now, notify)
+    # Its reads sent together (one round trip where a read crosses a network): the options as kept
+    # (another process may have changed them), the leases settled, the leases that ran out.
+    ex.options_ahead(queue)
+    ends = leases.end_settled(ex, settlements) if settlements else None
+    found = ex.ahead("leases_expired", (queue, now))
+    opts = groups.options(ex, queue)
+    stale = leases.settle(ex, queue, opts, settlements, ends, now, notify) if ends is not None else []
+    expired = leases.end_expired(ex, queue, opts, now, notify, found)
     if expired or gives_work(settlements, stale, opts):
         notify(queue)  # jobs requeued, places freed: other processes may claim
     return opts, stale
@@ -45,19 +50,12 @@ def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now:
 def claim_due(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int, now: float,
               stale: list[Settlement]) -> Cycle:
     """A cycle's second half: claim up to ``want`` due jobs, and when to look again."""
-    claimed, slides = claim.claim(ex, queue, opts, owner, want, now) if want > 0 else ([], None)
+    claimed, slides, sent = claim.claim(ex, queue, opts, owner, want, now) if want > 0 else ([], None, None)
     wake = None
     if len(claimed) < want:
-        times = [w for w in (slides, claim.next_wake(ex, queue, now)) if w is not None]
+        times = [w for w in (slides, claim.next_wake(ex, queue, now, sent)) if w is not None]
         wake = min(times) if times else None
     return Cycle(claimed, stale, wake, opts)
-
-
-def limited(opts: QueueOptions) -> bool:
-    """Whether a queue's claims count anything (LIM-01..03): their count and take must not run beside
-    another claim of the queue."""
-    return any(limit is not None for limit in (opts.concurrency, opts.rate, opts.group_concurrency,
-                                               opts.group_rate))
 
 
 def save_options(ex: Executor, queue: str, options: QueueOptions) -> None:

@@ -80,6 +80,7 @@ from .._base import (Added, Backend, BatchRow, Cycle, FailureListener, JobDetail
 from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
 from .._engine import batches, bulk, leases, reads, work
+from .._engine.claim import limited
 from .._targets import LOCK_TIMEOUT
 from . import _sql
 from ._connection import (PgConn, Where, begin, behind_pooler, configure, connect, dial, is_connection_error,
@@ -561,7 +562,7 @@ class PostgresBackend(PostgresReads, Backend):
             conn.execute(self.q.counts_fold, {"queue": queue, "key": self.q.fold_key})  # (migration 004)
             ex = PgExecutor(conn)
             opts, stale = work.settle_expired(ex, queue, settlements, t, self._writer.notify)
-            if want <= 0 or not work.limited(opts) or opts.paused:  # a paused queue's claim takes nothing
+            if want <= 0 or not limited(opts) or opts.paused:  # a paused queue's claim takes nothing
                 return work.claim_due(ex, queue, opts, owner, want, t, stale)
             return opts, stale
 

@@ -200,7 +200,7 @@ class PgConn:
         self.locked: set[str] = set()  # the queues whose locks the transaction holds (see _writer)
         # The writer's transaction's queue options as kept (text, or None), read once per queue: they
         # cannot change while it holds the queue's lock, which save_options takes (it forgets its queue's).
-        self.options: Optional[dict[str, Optional[str]]] = None
+        self.options: Optional[dict[str, Any]] = None  # text, None, or a read sent ahead (PgExecutor)
         # Set by the writer: the process whose notices its transaction sends, and whether the operation runs
         # bare (alone in autocommit, each statement its own transaction: see _writer).
         self.owner: Optional[int] = None

@@ -17,14 +17,30 @@ from typing import Any, Optional, Sequence
 import psycopg
 
 from .._base import Claimed, NewJob
-from .._engine.executor import Executor
+from .._engine.executor import Executor, Later
 from ._connection import PgConn
 from ._writer import Transact, notice_text
+
+
+class Sent(Later):
+    """A statement sent in the writer's pipeline: its answer comes with the next read's (psycopg syncs the
+    pipeline when a cursor is fetched from), so reads sent together cost one round trip."""
+
+    def __init__(self, cur: psycopg.Cursor):
+        self._cur = cur
+        self._rows: Optional[list[tuple]] = None
+
+    def all(self) -> list[tuple]:
+        if self._rows is None:
+            self._rows = self._cur.fetchall()
+        return self._rows
 
 
 class PgExecutor(Executor):
     """``conn`` in a transaction; its statements are its schema's (``conn.q``). ``serial``: the transaction
     holds the queue's lock, so its picks skip no row (``_sql.PICKS``)."""
+
+    takes_at_once = True
 
     def __init__(self, conn: PgConn, serial: bool = False):
         self.conn = conn
@@ -35,6 +51,9 @@ class PgExecutor(Executor):
 
     def all(self, name: str, params: Any = ()) -> list[tuple]:
         return self.conn.execute(self.q[name], params).fetchall()
+
+    def ahead(self, name: str, params: Any = ()) -> Later:
+        return Sent(self.conn.execute(self.q[name], params))
 
     def run(self, name: str, params: Any = ()) -> None:
         self.conn.execute(self.q[name], params)
@@ -99,11 +118,20 @@ class PgExecutor(Executor):
         it read first, and a change committed meanwhile binds the next one."""
         cache = self.conn.options
         if cache is not None and queue in cache:
-            return cache[queue]
+            kept = cache[queue]
+            if isinstance(kept, Later):  # sent ahead (options_ahead)
+                row = kept.one()
+                kept = cache[queue] = row[0] if row else None
+            return kept
         text = super().kept_options(queue)
         if cache is not None:
             cache[queue] = text
         return text
+
+    def options_ahead(self, queue: str) -> None:
+        cache = self.conn.options
+        if cache is not None and queue not in cache:
+            cache[queue] = self.ahead("queue_options", (queue,))  # type: ignore[assignment]
 
     def forget_options(self, queue: str) -> None:
         if self.conn.options is not None:

@@ -108,6 +108,53 @@ WHERE seq IN (SELECT seq FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]) AND st
               FOR UPDATE SKIP LOCKED)
 RETURNING seq, id, payload, grp, at, attempt, repeat;
 
+-- name: take_due
+-- A claim of a queue without limits in one statement (one round trip): up to :want due jobs without a
+-- group, picked in start order (JOB-01), taken (running, attempt counted: JOB-04) and leased. The walk
+-- goes down the priorities present until they hold :want due jobs (each counted to at most :want, from
+-- the index the claim reads: the jobs scheduled for later are not read); each priority's due rows are
+-- locked as they are read, passing over those another claim holds (FOR UPDATE SKIP LOCKED), so claims
+-- of many processes never wait for each other. It takes nothing where a ready group has a due head or a
+-- group waits to be woken: those claims merge groups and run in steps (claim._pick).
+WITH RECURSIVE walk(p, above, due) AS (
+    SELECT top.p, 0, (SELECT count(*) FROM (SELECT FROM {schema}.jobs
+                                            WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                                              AND priority = top.p AND at <= %(now)s LIMIT %(want)s) d)::int
+    FROM (SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                  ORDER BY priority DESC LIMIT 1) AS p) top
+    WHERE top.p IS NOT NULL
+    UNION ALL
+    SELECT below.p, walk.due, walk.due + (SELECT count(*) FROM (SELECT FROM {schema}.jobs
+                                            WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                                              AND priority = below.p AND at <= %(now)s LIMIT %(want)s) d)::int
+    FROM walk CROSS JOIN LATERAL (
+        SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                  AND priority < walk.p ORDER BY priority DESC LIMIT 1) AS p) below
+    WHERE walk.due < %(want)s AND below.p IS NOT NULL
+),
+picked AS (
+    SELECT j.seq, j.priority, j.at FROM walk CROSS JOIN LATERAL (
+        SELECT seq, priority, at FROM {schema}.jobs
+        WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = walk.p AND at <= %(now)s
+        ORDER BY at, seq LIMIT %(want)s - walk.above
+        FOR UPDATE SKIP LOCKED) j
+    WHERE walk.above < %(want)s
+      AND NOT EXISTS (SELECT FROM {schema}.groups
+                      WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND head_at <= %(now)s)
+      AND NOT EXISTS (SELECT FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL)
+),
+taken AS (
+    UPDATE {schema}.jobs AS j SET state = 'running', attempt = j.attempt + 1, progress = NULL,
+        error = CASE WHEN j.repeat IS NULL THEN NULL ELSE j.error END
+    FROM picked WHERE j.seq = picked.seq
+    RETURNING j.seq, j.id, j.payload, j.grp, j.at, j.attempt, j.repeat, j.queue, picked.priority
+),
+leased AS (
+    INSERT INTO {schema}.leases (job, attempt, queue, owner, expires)
+    SELECT seq, attempt, queue, %(owner)s, %(expires)s FROM taken
+)
+SELECT seq, id, payload, grp, at, attempt, repeat FROM taken ORDER BY priority DESC, at, seq;
+
 -- name: lease_insert
 -- A lease per claimed job, naming its attempt.
 INSERT INTO {schema}.leases (job, attempt, queue, owner, expires)
