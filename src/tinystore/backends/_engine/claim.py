@@ -14,7 +14,9 @@ ends the leases that ran out).
 
 ``claim`` is the one claim path: the queue's room, the groups woken, the
 jobs picked in start order (``_pick``), taken (``take``), and their starts
-counted. A job whose id or payload cannot be read (a file damaged under
+counted. A driver whose every statement is a round trip takes the due jobs
+of a queue without limits in one statement where no group is to be merged
+(``Take``: the same start order, read from the same index). A job whose id or payload cannot be read (a file damaged under
 it) fails for good in the claim that took it, with an error that says so:
 one poison row never stops its queue.
 """
@@ -38,10 +40,13 @@ from .executor import Executor, Later, Unreadable
 log = logging.getLogger("tinystore.worker")
 
 
-def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
-          now: float) -> tuple[list[Claimed], Optional[float], Optional[Later]]:
+def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int, now: float,
+          early: Optional["Take"] = None) -> tuple[list[Claimed], Optional[float], Optional[Later]]:
     """Claim up to ``want`` due jobs in start order; also return when the rate window slides, if it is full,
-    and where it was read with the claim, the read of the next times (``next_wake``)."""
+    and where it was read with the claim, the read of the next times (``next_wake``). ``early``: a take sent
+    before the options were read (``Take``): what it took was taken under the options it was sent with."""
+    if early is not None and early.taken(ex):
+        return early.taken(ex), None, early.times
     opts = groups.kept(ex, queue, opts)
     if opts.paused:  # read in this transaction: a pause kept before it binds it
         return [], None, None
@@ -51,9 +56,10 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
     if want <= 0:
         return [], slides, None
     if ex.takes_at_once and not limited(opts):
-        claimed, times = _take_at_once(ex, queue, opts, owner, want, now)
-        if claimed is not None:
-            return claimed, None, times
+        judged = early is not None and not early.expired and early.options == ex.kept_options(queue)
+        sent = early if judged else Take(ex, queue, owner, want, now, opts.lease, ex.kept_options(queue))
+        if not sent.in_steps(ex):
+            return sent.taken(ex), None, sent.times
     _wake_groups(ex, queue, opts, now)
     picked, read = _pick(ex, queue, opts, want, now)
     claimed = take(ex, queue, opts, owner, now, picked)
@@ -72,22 +78,39 @@ def limited(opts: QueueOptions) -> bool:
                                                opts.group_rate))
 
 
-def _take_at_once(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int,
-                  now: float) -> tuple[Optional[list[Claimed]], Optional[Later]]:
+class Take:
     """A claim of a queue without limits by a driver that takes in one statement (``take_due``), sent with
-    the next times and the groups a claim must merge: one round trip. None where groups are ready or wait
-    to be woken and the statement took nothing: the claim merges them in steps (``_pick``)."""
-    woken = ex.ahead("groups_woken", (queue, math.inf))  # with no group_rate, every group set aside by one
-    grouped = ex.ahead("groups_priority_below", {"queue": queue, "above": max(PRIORITIES) + 1})
-    taken = ex.ahead("take_due", {"queue": queue, "now": now, "want": want, "owner": owner,
-                                  "expires": now + opts.lease})
-    times = ex.ahead("next_times", {"queue": queue})
-    claimed = [ex.taken(row) for row in taken.all()]
-    if not claimed and (woken.all() or grouped.one()[0] is not None):
-        return None, None
-    if claimed:
-        ex.run("count_add", (queue, int(now // 60), len(claimed), 0, 0))
-    return claimed, times
+    the reads it is judged by: the groups a claim must merge, and the next times (one round trip).
+
+    ``options``: the queue's options (text) it was judged by, read in this transaction or, for a take sent
+    ``early`` (before they are read), the ones this process read last (``work.take_early``). It takes only
+    where the options kept are still those, so nothing is taken under a limit or a pause set since; one
+    sent early, only where no lease has run out (the jobs the cycle requeues are then among those it
+    picks from).
+    """
+
+    def __init__(self, ex: Executor, queue: str, owner: int, want: int, now: float, lease: float,
+                 options: Optional[str], early: bool = False):
+        self.queue, self.now, self.options = queue, now, options
+        self.woken = ex.ahead("groups_woken", (queue, math.inf))  # with no group_rate, all set aside by one
+        self.grouped = ex.ahead("groups_priority_below", {"queue": queue, "above": max(PRIORITIES) + 1})
+        self.rows = ex.ahead("take_due", {"queue": queue, "now": now, "want": want, "owner": owner,
+                                          "expires": now + lease, "options": options, "early": early})
+        self.times: Optional[Later] = ex.ahead("next_times", {"queue": queue})
+        self.expired = False  # set where the cycle then ended leases that ran out: an early take took nothing
+        self._claimed: Optional[list[Claimed]] = None
+
+    def taken(self, ex: Executor) -> list[Claimed]:
+        """The jobs it took, in start order; their starts counted."""
+        if self._claimed is None:
+            self._claimed = [ex.taken(row) for row in self.rows.all()]
+            if self._claimed:
+                ex.run("count_add", (self.queue, int(self.now // 60), len(self._claimed), 0, 0))
+        return self._claimed
+
+    def in_steps(self, ex: Executor) -> bool:
+        """Whether the claim must run in steps: it took nothing, and groups are ready or wait to be woken."""
+        return not self.taken(ex) and bool(self.woken.all() or self.grouped.one()[0] is not None)
 
 
 def start_time(ex: Executor, queue: str, opts: QueueOptions, now: float) -> float:

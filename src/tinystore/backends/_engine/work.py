@@ -24,14 +24,39 @@ Notify = Callable[..., None]
 
 
 def cycle(ex: Executor, queue: str, owner: int, settlements: list[Settlement], want: int, now: float,
-          notify: Notify) -> Cycle:
-    """Settle, end the leases that ran out, claim: one transaction of one queue."""
-    opts, stale = settle_expired(ex, queue, settlements, now, notify)
-    return claim_due(ex, queue, opts, owner, want, now, stale)
+          notify: Notify, seen: Optional[str] = None) -> Cycle:
+    """Settle, end the leases that ran out, claim: one transaction of one queue. ``seen``: see ``take_early``."""
+    early = take_early(ex, queue, owner, settlements, want, now, seen)
+    opts, stale = settle_expired(ex, queue, settlements, now, notify, early)
+    return claim_due(ex, queue, opts, owner, want, now, stale, early)
+
+
+def take_early(ex: Executor, queue: str, owner: int, settlements: list[Settlement], want: int, now: float,
+               seen: Optional[str]) -> Optional[claim.Take]:
+    """A cycle with nothing to settle, of a queue whose options this process last read as ``seen`` (text),
+    keeping no limit and no pause: a driver that takes at once sends its take first, with the cycle's
+    other reads (one round trip, then COMMIT). It takes nothing where the options kept changed since."""
+    if seen is None or settlements or want <= 0 or not ex.takes_at_once:
+        return None
+    text = None if seen == DEFAULTS else seen
+    lease = (QueueOptions.kept(text) if text is not None else QueueOptions()).lease
+    return claim.Take(ex, queue, owner, want, now, lease, text, early=True)
+
+
+DEFAULTS = ""  # ``seen`` for a queue that keeps no options: the defaults, which have no limit
+
+
+def unlimited_options(ex: Executor, queue: str, opts: QueueOptions) -> Optional[str]:
+    """What a later cycle passes as ``seen``: the options kept (text, or ``DEFAULTS``), where they keep no
+    limit and no pause; else None."""
+    if claim.limited(opts) or opts.paused:
+        return None
+    text = ex.kept_options(queue)
+    return DEFAULTS if text is None else text
 
 
 def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now: float,
-                   notify: Notify) -> tuple[QueueOptions, list[Settlement]]:
+                   notify: Notify, early: Optional[claim.Take] = None) -> tuple[QueueOptions, list[Settlement]]:
     """A cycle's first half: settle, end the leases that ran out; the queue's options as kept, and the
     stale settlements. A backend whose claims of a limited queue take a lock runs the claim apart."""
     # Its reads sent together (one round trip where a read crosses a network): the options as kept
@@ -42,15 +67,17 @@ def settle_expired(ex: Executor, queue: str, settlements: list[Settlement], now:
     opts = groups.options(ex, queue)
     stale = leases.settle(ex, queue, opts, settlements, ends, now, notify) if ends is not None else []
     expired = leases.end_expired(ex, queue, opts, now, notify, found)
+    if early is not None and expired:
+        early.expired = True
     if expired or gives_work(settlements, stale, opts):
         notify(queue)  # jobs requeued, places freed: other processes may claim
     return opts, stale
 
 
 def claim_due(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int, now: float,
-              stale: list[Settlement]) -> Cycle:
+              stale: list[Settlement], early: Optional[claim.Take] = None) -> Cycle:
     """A cycle's second half: claim up to ``want`` due jobs, and when to look again."""
-    claimed, slides, sent = claim.claim(ex, queue, opts, owner, want, now) if want > 0 else ([], None, None)
+    claimed, slides, sent = claim.claim(ex, queue, opts, owner, want, now, early) if want > 0 else ([], None, None)
     wake = None
     if len(claimed) < want:
         times = [w for w in (slides, claim.next_wake(ex, queue, now, sent)) if w is not None]

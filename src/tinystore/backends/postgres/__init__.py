@@ -109,6 +109,9 @@ class PostgresBackend(PostgresReads, Backend):
         self.q = _sql.schema(schema)
         self._durability = durability
         self._lock_timeout = lock_timeout
+        # Per queue, the options its last cycle read where they keep no limit and no pause: the next cycle
+        # with nothing to settle sends its take with its first reads (work.take_early). Writer thread only.
+        self._unlimited: dict[str, str] = {}
         self._pid = os.getpid()
         self._owner: Optional[int] = None
         self._registration: Optional[tuple] = None  # the processes row, written when the keeper is made
@@ -561,9 +564,15 @@ class PostgresBackend(PostgresReads, Backend):
             t = now() if callable(now) else now
             conn.execute(self.q.counts_fold, {"queue": queue, "key": self.q.fold_key})  # (migration 004)
             ex = PgExecutor(conn)
-            opts, stale = work.settle_expired(ex, queue, settlements, t, self._writer.notify)
-            if want <= 0 or not limited(opts) or opts.paused:  # a paused queue's claim takes nothing
-                return work.claim_due(ex, queue, opts, owner, want, t, stale)
+            early = work.take_early(ex, queue, owner, settlements, want, t, self._unlimited.get(queue))
+            opts, stale = work.settle_expired(ex, queue, settlements, t, self._writer.notify, early)
+            seen = work.unlimited_options(ex, queue, opts)
+            if seen is None:
+                self._unlimited.pop(queue, None)
+            else:
+                self._unlimited[queue] = seen
+            if want <= 0 or not limited(opts) or opts.paused or (early is not None and early.taken(ex)):
+                return work.claim_due(ex, queue, opts, owner, want, t, stale, early)  # (a pause takes nothing)
             return opts, stale
 
         def claim(conn: PgConn, opts: QueueOptions, stale: list[Settlement]) -> Cycle:

@@ -115,7 +115,10 @@ RETURNING seq, id, payload, grp, at, attempt, repeat;
 -- the index the claim reads: the jobs scheduled for later are not read); each priority's due rows are
 -- locked as they are read, passing over those another claim holds (FOR UPDATE SKIP LOCKED), so claims
 -- of many processes never wait for each other. It takes nothing where a ready group has a due head or a
--- group waits to be woken: those claims merge groups and run in steps (claim._pick).
+-- group waits to be woken (those claims merge groups and run in steps: claim._pick), nor where the
+-- queue's options kept are no longer :options, the ones it was judged by (claim.Take). A take sent
+-- before the cycle ended its expired leases (:early) takes nothing while one is there: the job it
+-- requeues must be among those its claim picks from.
 WITH RECURSIVE walk(p, above, due) AS (
     SELECT top.p, 0, (SELECT count(*) FROM (SELECT FROM {schema}.jobs
                                             WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
@@ -139,6 +142,8 @@ picked AS (
         ORDER BY at, seq LIMIT %(want)s - walk.above
         FOR UPDATE SKIP LOCKED) j
     WHERE walk.above < %(want)s
+      AND (SELECT options FROM {schema}.queues WHERE name = %(queue)s) IS NOT DISTINCT FROM %(options)s::text
+      AND NOT (%(early)s AND EXISTS (SELECT FROM {schema}.leases WHERE queue = %(queue)s AND expires <= %(now)s))
       AND NOT EXISTS (SELECT FROM {schema}.groups
                       WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND head_at <= %(now)s)
       AND NOT EXISTS (SELECT FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL)
