@@ -128,7 +128,8 @@ RETURNING seq, id, payload, grp, at, attempt, repeat;
 -- goes down the priorities present until they hold :want due jobs (each counted to at most :want, from
 -- the index the claim reads: the jobs scheduled for later are not read); each priority's due rows are
 -- locked as they are read, passing over those another claim holds (FOR UPDATE SKIP LOCKED), so claims
--- of many processes never wait for each other. It takes nothing where a ready group has a due head or a
+-- of many processes never wait for each other. It takes nothing where a ready group has a due head (the
+-- first head read as next_times reads it, a probe per priority present in the ready groups' index) or a
 -- group waits to be woken: those claims merge groups and run in steps (claim._pick).
 WITH RECURSIVE walk(p, above, due) AS (
     SELECT top.p, 0, (SELECT count(*) FROM (SELECT FROM {schema}.jobs
@@ -153,8 +154,19 @@ picked AS (
         ORDER BY at, seq LIMIT %(want)s - walk.above
         FOR UPDATE SKIP LOCKED) j
     WHERE walk.above < %(want)s
-      AND NOT EXISTS (SELECT FROM {schema}.groups
-                      WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND head_at <= %(now)s)
+      AND coalesce((WITH RECURSIVE tops(p) AS (
+                        SELECT (SELECT top_priority FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
+                                ORDER BY top_priority DESC LIMIT 1)
+                        UNION ALL
+                        SELECT (SELECT top_priority FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority < tops.p
+                                ORDER BY top_priority DESC LIMIT 1)
+                        FROM tops WHERE tops.p IS NOT NULL)
+                    SELECT min((SELECT head_at FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority = tops.p
+                                ORDER BY head_at LIMIT 1))
+                    FROM tops), 'Infinity') > %(now)s
       AND NOT EXISTS (SELECT FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL)
 ),
 taken AS (
