@@ -112,7 +112,7 @@ def recompute(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: float
     opts = kept(ex, queue, opts)
     ex.lock_groups(queue, [grp])
     running = ex.one("group_running", (queue, grp))[0]
-    head = ex.one("head_of_group", (queue, grp))
+    head = ex.one("head_of_group", {"queue": queue, "grp": grp})
     head_at, head_seq = head if head else (None, None)
     room, slides = window_room(ex, queue, grp, opts, now)
     ex.run("group_ensure", (queue, grp))

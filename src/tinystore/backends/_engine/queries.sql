@@ -27,10 +27,23 @@ DELETE FROM tinystore_steps WHERE job = ?;
 
 -- name: ahead
 -- Due jobs that start before a job of priority :priority at (at, seq): every one of a higher priority,
--- and the earlier ones of its own; without a group, then of any group, each from its index.
-SELECT (SELECT count(*) FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now
-          AND (priority > :priority OR (priority = :priority AND (at, seq) < (:at, :seq))))
+-- and the earlier ones of its own. Those without a group from their index by priority, a range for each
+-- priority present from the highest down to :priority (a probe finds each), so that the jobs of those
+-- priorities scheduled for later are not read; then those of any group, from the groups' index.
+-- The sum is cast: PostgreSQL's sum of counts is a numeric.
+SELECT (WITH RECURSIVE present(p) AS (
+            SELECT (SELECT priority FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+                    ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT priority FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
+            FROM present WHERE present.p > :priority)
+        SELECT coalesce(CAST(sum((SELECT count(*) FROM tinystore_jobs
+                                  WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+                                    AND priority = present.p AND at <= :now
+                                    AND (present.p > :priority OR (at, seq) < (:at, :seq)))) AS BIGINT), 0)
+        FROM present WHERE present.p >= :priority)
      + (SELECT count(*) FROM tinystore_jobs
         WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now
           AND (priority > :priority OR (priority = :priority AND (at, seq) < (:at, :seq))));
@@ -63,9 +76,23 @@ SELECT (SELECT priority FROM tinystore_jobs
         ORDER BY priority DESC LIMIT 1);
 
 -- name: head_of_group
--- The first queued job of a group, due or not.
-SELECT at, seq FROM tinystore_jobs
-WHERE queue = ? AND grp = ? AND state = 'queued'
+-- The first queued job of a group, due or not: the earliest of the first jobs of each priority present in
+-- the group's index by priority (a probe finds each priority, two more read its first job's at and seq).
+WITH RECURSIVE present(p) AS (
+    SELECT (SELECT priority FROM tinystore_jobs WHERE queue = :queue AND grp = :grp AND state = 'queued'
+            ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT priority FROM tinystore_jobs
+            WHERE queue = :queue AND grp = :grp AND state = 'queued' AND priority < present.p
+            ORDER BY priority DESC LIMIT 1)
+    FROM present WHERE present.p IS NOT NULL)
+SELECT (SELECT at FROM tinystore_jobs
+        WHERE queue = :queue AND grp = :grp AND state = 'queued' AND priority = present.p
+        ORDER BY at, seq LIMIT 1) AS at,
+       (SELECT seq FROM tinystore_jobs
+        WHERE queue = :queue AND grp = :grp AND state = 'queued' AND priority = present.p
+        ORDER BY at, seq LIMIT 1) AS seq
+FROM present WHERE present.p IS NOT NULL
 ORDER BY at, seq LIMIT 1;
 
 -- name: lease_count

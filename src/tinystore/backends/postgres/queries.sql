@@ -85,12 +85,26 @@ FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]);
 
 -- name: ahead_many
 -- For each of several waiting jobs of a queue, the due jobs that start before it: one pass over the
--- due jobs up to the last of them in start order (of priority :priority at (:at, :seq)).
+-- due jobs up to the last of them in start order (of priority :priority at (:at, :seq)). Those without
+-- a group are read as ahead reads them (a range per priority present down to :priority; LATERAL with
+-- OFFSET 0, which the planner does not flatten into a join with every due job of the queue), those of
+-- a group from the groups' index.
 SELECT seq, ahead FROM (
     SELECT seq, row_number() OVER (ORDER BY priority DESC, at, seq) - 1 AS ahead FROM (
-        SELECT priority, at, seq FROM {schema}.jobs
-        WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND at <= %(now)s
-          AND (priority > %(priority)s OR (priority = %(priority)s AND (at, seq) <= (%(at)s, %(seq)s)))
+        WITH RECURSIVE present(p) AS (
+            SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
+                    ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT priority FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
+            FROM present WHERE present.p > %(priority)s)
+        SELECT j.priority, j.at, j.seq FROM present CROSS JOIN LATERAL (
+            SELECT priority, at, seq FROM {schema}.jobs
+            WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p
+              AND at <= %(now)s AND (present.p > %(priority)s OR (at, seq) <= (%(at)s, %(seq)s))
+            OFFSET 0) AS j
+        WHERE present.p >= %(priority)s
         UNION ALL
         SELECT priority, at, seq FROM {schema}.jobs
         WHERE queue = %(queue)s AND state = 'queued' AND grp IS NOT NULL AND at <= %(now)s
@@ -114,7 +128,8 @@ RETURNING seq, id, payload, grp, at, attempt, repeat;
 -- goes down the priorities present until they hold :want due jobs (each counted to at most :want, from
 -- the index the claim reads: the jobs scheduled for later are not read); each priority's due rows are
 -- locked as they are read, passing over those another claim holds (FOR UPDATE SKIP LOCKED), so claims
--- of many processes never wait for each other. It takes nothing where a ready group has a due head or a
+-- of many processes never wait for each other. It takes nothing where a ready group has a due head (the
+-- first head read as next_times reads it, a probe per priority present in the ready groups' index) or a
 -- group waits to be woken (those claims merge groups and run in steps: claim._pick), nor where the
 -- queue's options kept are no longer :options, the ones it was judged by (claim.Take). A take sent
 -- before the cycle ended its expired leases (:early) takes nothing while one is there: the job it
@@ -144,8 +159,19 @@ picked AS (
     WHERE walk.above < %(want)s
       AND (SELECT options FROM {schema}.queues WHERE name = %(queue)s) IS NOT DISTINCT FROM %(options)s::text
       AND NOT (%(early)s AND EXISTS (SELECT FROM {schema}.leases WHERE queue = %(queue)s AND expires <= %(now)s))
-      AND NOT EXISTS (SELECT FROM {schema}.groups
-                      WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND head_at <= %(now)s)
+      AND coalesce((WITH RECURSIVE tops(p) AS (
+                        SELECT (SELECT top_priority FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
+                                ORDER BY top_priority DESC LIMIT 1)
+                        UNION ALL
+                        SELECT (SELECT top_priority FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority < tops.p
+                                ORDER BY top_priority DESC LIMIT 1)
+                        FROM tops WHERE tops.p IS NOT NULL)
+                    SELECT min((SELECT head_at FROM {schema}.groups
+                                WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority = tops.p
+                                ORDER BY head_at LIMIT 1))
+                    FROM tops), 'Infinity') > %(now)s
       AND NOT EXISTS (SELECT FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL)
 ),
 taken AS (
@@ -208,14 +234,29 @@ ORDER BY head_at, head_seq LIMIT %(want)s;
 
 -- name: groups_update
 -- One group a claim or a settlement touched (run for each, in one pipeline): running count changed by
--- :change, head (first queued job), priority and room read again. Found by its whole key: SQLite's one statement
--- over a JSON array (MATERIALIZED) has no safe counterpart here, as a join with an array read every
--- group of the queue wherever the planner had no statistics yet.
+-- :change, head (first queued job: the earliest of each priority's first, as head_of_group reads it),
+-- priority and room read again. Found by its whole key: SQLite's one statement over a JSON array
+-- (MATERIALIZED) has no safe counterpart here, as a join with an array read every group of the queue
+-- wherever the planner had no statistics yet.
 UPDATE {schema}.groups AS g
 SET running = greatest(0, g.running + %(change)s),
-    (head_at, head_seq) = (SELECT j.at, j.seq FROM {schema}.jobs j
-                           WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
-                           ORDER BY j.at, j.seq LIMIT 1),
+    (head_at, head_seq) = (
+        WITH RECURSIVE present(p) AS (
+            SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND grp = %(grp)s AND state = 'queued'
+                    ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT priority FROM {schema}.jobs
+                    WHERE queue = %(queue)s AND grp = %(grp)s AND state = 'queued' AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT (SELECT at FROM {schema}.jobs
+                WHERE queue = %(queue)s AND grp = %(grp)s AND state = 'queued' AND priority = present.p
+                ORDER BY at, seq LIMIT 1) AS at,
+               (SELECT seq FROM {schema}.jobs
+                WHERE queue = %(queue)s AND grp = %(grp)s AND state = 'queued' AND priority = present.p
+                ORDER BY at, seq LIMIT 1) AS seq
+        FROM present WHERE present.p IS NOT NULL
+        ORDER BY at, seq LIMIT 1),
     top_priority = coalesce((SELECT j.priority FROM {schema}.jobs j
                              WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
                              ORDER BY j.priority DESC LIMIT 1), 0),
@@ -305,28 +346,78 @@ SELECT queue, state, count(*)::int, count(repeat)::int FROM {schema}.jobs WHERE 
 GROUP BY queue, state;
 
 -- name: scheduled_counts
--- Per queue, its queued jobs due after now, counted over the due indexes (a seek per queue and per
--- group): what is scheduled, never what waits.
+-- Per queue, its queued jobs due after now, counted over the due indexes by priority: per queue and
+-- per group, a probe for each priority present and a seek into its jobs after now. What is scheduled,
+-- never what waits.
 SELECT queue, sum(n)::int FROM (
-    SELECT q.name AS queue, (SELECT count(*) FROM {schema}.jobs j
-                             WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL
-                               AND j.at > %(now)s) AS n
+    SELECT q.name AS queue, (
+        WITH RECURSIVE present(p) AS (
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL
+                    ORDER BY j.priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL AND j.priority < present.p
+                    ORDER BY j.priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT sum((SELECT count(*) FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL AND j.priority = present.p
+                      AND j.at > %(now)s))
+        FROM present) AS n
     FROM {schema}.queues q
     UNION ALL
-    SELECT g.queue, (SELECT count(*) FROM {schema}.jobs j
-                     WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
-                       AND j.at > %(now)s)
+    SELECT g.queue, (
+        WITH RECURSIVE present(p) AS (
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
+                    ORDER BY j.priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
+                      AND j.priority < present.p
+                    ORDER BY j.priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT sum((SELECT count(*) FROM {schema}.jobs j
+                    WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL
+                      AND j.priority = present.p AND j.at > %(now)s))
+        FROM present)
     FROM {schema}.groups g
 ) AS d
 GROUP BY queue HAVING sum(n) > 0;
 
 -- name: first_due
--- Per queue, the time of its first queued job: the first entry of its due index, and of each of its
--- groups' (a seek per group).
+-- Per queue, the time of its first queued job: the first of each priority present in its due index by
+-- priority, and in each of its groups' (a probe per priority, a seek per priority and group).
 SELECT q.name,
-       (SELECT min(j.at) FROM {schema}.jobs j WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL),
-       (SELECT min((SELECT min(j.at) FROM {schema}.jobs j
-                    WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued' AND j.grp IS NOT NULL))
+       (WITH RECURSIVE present(p) AS (
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL
+                    ORDER BY j.priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.priority FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL AND j.priority < present.p
+                    ORDER BY j.priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT j.at FROM {schema}.jobs j
+                    WHERE j.queue = q.name AND j.state = 'queued' AND j.grp IS NULL AND j.priority = present.p
+                    ORDER BY j.at LIMIT 1))
+        FROM present),
+       (SELECT min((WITH RECURSIVE present(p) AS (
+                        SELECT (SELECT j.priority FROM {schema}.jobs j
+                                WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
+                                  AND j.grp IS NOT NULL
+                                ORDER BY j.priority DESC LIMIT 1)
+                        UNION ALL
+                        SELECT (SELECT j.priority FROM {schema}.jobs j
+                                WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
+                                  AND j.grp IS NOT NULL AND j.priority < present.p
+                                ORDER BY j.priority DESC LIMIT 1)
+                        FROM present WHERE present.p IS NOT NULL)
+                    SELECT min((SELECT j.at FROM {schema}.jobs j
+                                WHERE j.queue = g.queue AND j.grp = g.grp AND j.state = 'queued'
+                                  AND j.grp IS NOT NULL AND j.priority = present.p
+                                ORDER BY j.at LIMIT 1))
+                    FROM present))
         FROM {schema}.groups g WHERE g.queue = q.name)
 FROM {schema}.queues q;
 
@@ -454,7 +545,8 @@ SELECT current_database(), extract(epoch FROM pg_postmaster_start_time());
 -- When a claim that left places free should look again, in one round trip: the next lease to run out,
 -- the next job without a group due, the next ready group's head due, the next rate-limited group's room
 -- (SQLite's differs only in its ready flag, an integer).
--- The next job without a group is read from the index the claim reads, a probe per priority present.
+-- The next job without a group and the next ready group's head are read from the indexes the claim
+-- reads, by priority: a probe per priority present, then its first.
 SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
        (WITH RECURSIVE present(p) AS (
             SELECT (SELECT priority FROM {schema}.jobs WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL
@@ -468,8 +560,18 @@ SELECT (SELECT min(expires) FROM {schema}.leases WHERE queue = %(queue)s),
                     WHERE queue = %(queue)s AND state = 'queued' AND grp IS NULL AND priority = present.p
                     ORDER BY at LIMIT 1))
         FROM present),
-       (SELECT head_at FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
-        ORDER BY head_at, head_seq LIMIT 1),
+       (WITH RECURSIVE tops(p) AS (
+            SELECT (SELECT top_priority FROM {schema}.groups WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL
+                    ORDER BY top_priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT top_priority FROM {schema}.groups
+                    WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority < tops.p
+                    ORDER BY top_priority DESC LIMIT 1)
+            FROM tops WHERE tops.p IS NOT NULL)
+        SELECT min((SELECT head_at FROM {schema}.groups
+                    WHERE queue = %(queue)s AND ready AND head_at IS NOT NULL AND top_priority = tops.p
+                    ORDER BY head_at LIMIT 1))
+        FROM tops),
        (SELECT min(wake_at) FROM {schema}.groups WHERE queue = %(queue)s AND wake_at IS NOT NULL);
 
 -- name: jobs_batches

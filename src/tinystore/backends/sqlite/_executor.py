@@ -66,7 +66,7 @@ class SQLiteExecutor(Executor):
         """A picked job the take did not find queued: ``StoreCorrupt``.
 
         The writer holds the write lock from the pick to the take, so a job read from a due index
-        (``tinystore_jobs_due_priority``, ``tinystore_jobs_group_due``) is queued in the table unless the
+        (``tinystore_jobs_due_priority``, ``tinystore_jobs_group_priority``) is queued in the table unless the
         file is damaged: the index lists a row the table no longer yields, and every claim would pick
         it again, for ever.
         """

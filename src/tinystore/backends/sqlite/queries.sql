@@ -52,12 +52,20 @@ FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 -- name: ahead_many
 -- For each of several waiting jobs of a queue (a JSON array of seqs), the due jobs that start
 -- before it: one pass over the due jobs up to the last of them in start order (of priority :priority
--- at (:at, :seq)), for any number of jobs.
+-- at (:at, :seq)), for any number of jobs. Those without a group are read as ahead reads them (a range
+-- per priority present down to :priority), those of a group from the groups' index.
 SELECT seq, ahead FROM (
     SELECT seq, row_number() OVER (ORDER BY priority DESC, at, seq) - 1 AS ahead FROM (
-        SELECT priority, at, seq FROM tinystore_jobs
-        WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND at <= :now
-          AND (priority > :priority OR (priority = :priority AND (at, seq) <= (:at, :seq)))
+        WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p > :priority)
+        SELECT j.priority, j.at, j.seq FROM present JOIN tinystore_jobs j
+            ON j.queue = :queue AND j.state = 'queued' AND j.grp IS NULL AND j.priority = present.p AND j.at <= :now
+           AND (present.p > :priority OR (j.at, j.seq) <= (:at, :seq))
+        WHERE present.p >= :priority
         UNION ALL
         SELECT priority, at, seq FROM tinystore_jobs
         WHERE queue = :queue AND state = 'queued' AND grp IS NOT NULL AND at <= :now
@@ -117,13 +125,28 @@ ORDER BY head_at, head_seq LIMIT :want;
 
 -- name: groups_update
 -- Groups a claim or a settlement touched (a JSON array of [grp, change in running]): running count,
--- head (first queued job), priority and room read again; materialized, so each group is found by its key.
+-- head (first queued job: the earliest of each priority's first, as head_of_group reads it), priority
+-- and room read again; materialized, so each group is found by its key.
 WITH c AS MATERIALIZED (SELECT value ->> 0 AS grp, value ->> 1 AS change FROM json_each(:changes))
 UPDATE tinystore_groups AS g
 SET running = max(0, g.running + c.change),
-    (head_at, head_seq) = (SELECT at, seq FROM tinystore_jobs
-                           WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
-                           ORDER BY at, seq LIMIT 1),
+    (head_at, head_seq) = (
+        WITH RECURSIVE present(p) AS (
+            SELECT (SELECT priority FROM tinystore_jobs WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
+                    ORDER BY priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT priority FROM tinystore_jobs
+                    WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority < present.p
+                    ORDER BY priority DESC LIMIT 1)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT (SELECT at FROM tinystore_jobs
+                WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority = present.p
+                ORDER BY at, seq LIMIT 1) AS at,
+               (SELECT seq FROM tinystore_jobs
+                WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority = present.p
+                ORDER BY at, seq LIMIT 1) AS seq
+        FROM present WHERE present.p IS NOT NULL
+        ORDER BY at, seq LIMIT 1),
     top_priority = coalesce((SELECT priority FROM tinystore_jobs
                              WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
                              ORDER BY priority DESC LIMIT 1), 0),
@@ -180,25 +203,60 @@ SELECT queue, state, count(*), count(repeat) FROM tinystore_jobs WHERE expires <
 GROUP BY queue, state;
 
 -- name: scheduled_counts
--- Per queue, its queued jobs due after now, counted over the due indexes (a seek per queue and per
--- group): what is scheduled, never what waits.
+-- Per queue, its queued jobs due after now, counted over the due indexes by priority: per queue and
+-- per group, a probe for each priority present and a seek into its jobs after now. What is scheduled,
+-- never what waits.
 SELECT queue, sum(n) FROM (
-    SELECT q.name AS queue, (SELECT count(*) FROM tinystore_jobs
-                             WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND at > :now) AS n
+    SELECT q.name AS queue, (
+        WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = q.name AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT sum((SELECT count(*) FROM tinystore_jobs
+                    WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND priority = present.p
+                      AND at > :now))
+        FROM present) AS n
     FROM tinystore_queues q
     UNION ALL
-    SELECT g.queue, (SELECT count(*) FROM tinystore_jobs
-                     WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND at > :now)
+    SELECT g.queue, (
+        WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT sum((SELECT count(*) FROM tinystore_jobs
+                    WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority = present.p
+                      AND at > :now))
+        FROM present)
     FROM tinystore_groups g
 ) GROUP BY queue HAVING sum(n) > 0;
 
 -- name: first_due
--- Per queue, the time of its first queued job: the first entry of its due index, and of each of its
--- groups' (a seek per group).
+-- Per queue, the time of its first queued job: the first of each priority present in its due index by
+-- priority, and in each of its groups' (a probe per priority, a seek per priority and group).
 SELECT q.name,
-       (SELECT min(at) FROM tinystore_jobs WHERE queue = q.name AND state = 'queued' AND grp IS NULL),
-       (SELECT min((SELECT min(at) FROM tinystore_jobs
-                    WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND grp IS NOT NULL))
+       (WITH RECURSIVE present(p) AS (
+            SELECT max(priority) FROM tinystore_jobs WHERE queue = q.name AND state = 'queued' AND grp IS NULL
+            UNION ALL
+            SELECT (SELECT max(priority) FROM tinystore_jobs
+                    WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND priority < present.p)
+            FROM present WHERE present.p IS NOT NULL)
+        SELECT min((SELECT min(at) FROM tinystore_jobs
+                    WHERE queue = q.name AND state = 'queued' AND grp IS NULL AND priority = present.p))
+        FROM present),
+       (SELECT min((WITH RECURSIVE present(p) AS (
+                        SELECT max(priority) FROM tinystore_jobs
+                        WHERE queue = g.queue AND grp = g.grp AND state = 'queued'
+                        UNION ALL
+                        SELECT (SELECT max(priority) FROM tinystore_jobs
+                                WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority < present.p)
+                        FROM present WHERE present.p IS NOT NULL)
+                    SELECT min((SELECT min(at) FROM tinystore_jobs
+                                WHERE queue = g.queue AND grp = g.grp AND state = 'queued' AND priority = present.p))
+                    FROM present))
         FROM tinystore_groups g WHERE g.queue = q.name)
 FROM tinystore_queues q;
 
@@ -284,8 +342,8 @@ SELECT coalesce(max(id), 0) FROM tinystore_notices;
 -- When a claim that left places free should look again: the next lease to run out, the next job
 -- without a group due, the next ready group's head due, the next rate-limited group's room
 -- (wake_at IS NOT NULL: read from the wake index, not from every group of the queue).
--- The next job without a group is read from the index the claim reads (a probe per priority present),
--- so that the two agree even where the other index by time is damaged.
+-- The next job without a group and the next ready group's head are read from the indexes the claim
+-- reads, by priority (a probe per priority present, then its first).
 SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
        (WITH RECURSIVE present(p) AS (
             SELECT max(priority) FROM tinystore_jobs WHERE queue = :queue AND state = 'queued' AND grp IS NULL
@@ -296,8 +354,15 @@ SELECT (SELECT min(expires) FROM tinystore_leases WHERE queue = :queue),
         SELECT min((SELECT min(at) FROM tinystore_jobs
                     WHERE queue = :queue AND state = 'queued' AND grp IS NULL AND priority = present.p))
         FROM present),
-       (SELECT head_at FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
-        ORDER BY head_at, head_seq LIMIT 1),
+       (WITH RECURSIVE tops(p) AS (
+            SELECT max(top_priority) FROM tinystore_groups WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL
+            UNION ALL
+            SELECT (SELECT max(top_priority) FROM tinystore_groups
+                    WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL AND top_priority < tops.p)
+            FROM tops WHERE tops.p IS NOT NULL)
+        SELECT min((SELECT min(head_at) FROM tinystore_groups
+                    WHERE queue = :queue AND ready = 1 AND head_at IS NOT NULL AND top_priority = tops.p))
+        FROM tops),
        (SELECT min(wake_at) FROM tinystore_groups WHERE queue = :queue AND wake_at IS NOT NULL);
 
 -- name: count_add
