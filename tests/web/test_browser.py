@@ -180,7 +180,7 @@ def test_retry_from_the_page_runs_the_job_and_the_page_follows_it(browser: Any, 
 def test_pause_and_resume_from_the_queues_page_ask_first_and_the_card_shows_the_pause(browser: Any,
                                                                                      site: Site) -> None:
     digest = site.store.queue("digest")
-    open_page(browser, site, "#/")
+    open_page(browser, site, "#token=" + TOKEN)  # the address the command prints: the page knows the token
     card = 'section[data-queue="digest"]'
     wait(browser).until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"{card} button.pause"))).click()
     wait(browser).until(EC.alert_is_present()).accept()  # it asks first
