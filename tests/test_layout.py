@@ -100,3 +100,13 @@ def test_no_module_outside_the_backends_cites_the_spec_which_the_repository_does
     cited = [f"{path.relative_to(SRC)}:{n}" for path in PACKAGE.rglob("*.py") if "backends" not in path.parts
              for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"SPEC\s*§", line)]
     assert cited == []
+
+
+def test_no_file_of_the_repository_holds_a_merge_left_unresolved():
+    root = SRC.parent
+    texts = [root / "README.md", *(root / "docs").rglob("*.md"), *SRC.rglob("*.py"), *SRC.rglob("*.sql"),
+             *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py"), *(root / "examples").rglob("*.py")]
+    marked = [f"{path.relative_to(root)}:{n}" for path in texts
+              for n, line in enumerate(path.read_text().splitlines(), 1)
+              if re.match(r"(<{7}|>{7})( |$)|={7}$", line)]
+    assert marked == []
