@@ -18,11 +18,15 @@ from .backends._base import Claimed
 class Attempt:
     """One claimed job's attempt, from its claim until its handler has ended."""
 
-    __slots__ = ("claimed", "task", "run", "started", "began", "finished", "timed_out", "taken_away", "cancelled",
-                 "lease_ends", "renewed", "blocked_loop")
+    __slots__ = ("claimed", "seq", "key", "task", "run", "started", "began", "finished", "timed_out", "taken_away",
+                 "cancelled", "lease_ends", "renewed", "blocked_loop")
 
     def __init__(self, claimed: Claimed, started: float, lease_ends: float):
         self.claimed = claimed
+        self.seq = claimed.seq
+        # (job, attempt): a process may run two attempts of one job at once, an older one whose lease ran
+        # out while its handler still runs beside the one that holds the lease now.
+        self.key = (claimed.seq, claimed.attempt)
         self.task: Any = None  # the asyncio Task of an async handler, the threads' Call of a def one
         self.run: Any = None  # the Run or AsyncRun its handler gets
         self.started = started  # when the worker started it
@@ -34,16 +38,6 @@ class Attempt:
         self.lease_ends = lease_ends  # when its lease runs out unless renewed, as last written
         self.renewed = True  # its lease is renewed; false once it ran too far past its timeout (``_renewals``)
         self.blocked_loop = False  # it was said to block the worker's loop (``_stalls``): said once
-
-    @property
-    def seq(self) -> int:
-        return self.claimed.seq
-
-    @property
-    def key(self) -> tuple[int, int]:
-        """(job, attempt): a process may run two attempts of one job at once, an older one whose lease ran
-        out while its handler still runs beside the one that holds the lease now."""
-        return (self.claimed.seq, self.claimed.attempt)
 
     def take_away(self) -> None:
         """The attempt no longer holds its lease: its handler is told to stop, its answer settles nothing."""

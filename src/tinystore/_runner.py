@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import Counter
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from ._attempt import Attempt
@@ -73,7 +72,7 @@ class QueueRunner:
         self.options = queue.options  # as the store keeps them, from each cycle: another process may change them
         # By (job, attempt): changed on the loop, read by the renewals' thread and the notices' one
         self.running: dict[tuple[int, int], Attempt] = {}
-        self.running_jobs: Counter[int] = Counter()  # attempts running per job: two only where one is older
+        self.running_jobs: dict[int, int] = {}  # attempts running per job: two only where one is older
         self.running_lock = threading.Lock()
         self.tally = Tally()  # what ended since the last line about the queue (``_report``)
         self.settled: list[Settlement] = []
@@ -140,6 +139,7 @@ class QueueRunner:
                 elif claimed:
                     for c in claimed:
                         self._start(c, began)
+                    self.deadlines.watch()  # the timer fires by the earliest deadline of those started
                     if self.ctx.events:
                         self.ctx.events.claimed(self.queue.name, claimed, clock.now())
                     await asyncio.sleep(0)  # let the handlers begin before the next cycle
@@ -236,8 +236,7 @@ class QueueRunner:
             a.task = self.worker.threads.call(self._call, (a,), lambda answer, exc: self._ended(a, answer, exc))
         with self.running_lock:
             self.running[a.key] = a
-            self.running_jobs[c.seq] += 1
-        self.deadlines.watch()
+            self.running_jobs[c.seq] = self.running_jobs.get(c.seq, 0) + 1
 
     def _take_older(self, c: Claimed) -> None:
         """This process claimed a new attempt of a job whose older attempt still runs here: that one's lease
@@ -298,8 +297,10 @@ class QueueRunner:
         with self.running_lock:
             was_running = self.running.pop(a.key, None) is not None
             if was_running:
-                self.running_jobs[a.seq] -= 1
-                if not self.running_jobs[a.seq]:
+                left = self.running_jobs[a.seq] - 1
+                if left:
+                    self.running_jobs[a.seq] = left
+                else:
                     del self.running_jobs[a.seq]
         if was_running and not self.is_async:
             self.worker.budget.give(1)
