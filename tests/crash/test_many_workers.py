@@ -86,11 +86,11 @@ def test_worker_processes_killed_one_after_another_while_draining_lose_no_job_an
         held_at_kill.append(held[n])
         assert kill_child(workers[n]) == KILLED
         workers[n] = lab.worker("q:sync", serve=True)  # its open, or a worker's look, ends the dead one's leases
+        wait_for_line(workers[n], "serving")  # registered: the next marker reads its leases too
 
     last = lab.watch_until_ended(q, ids, timeout=DRAIN_TIMEOUT)
     assert {s.state for s in last.values()} == {"done"}
-    for w in workers:
-        wait_for_line(w, "serving")
+    for w in workers:  # each said it was serving when it started
         w.send_signal(signal.SIGTERM)
     for w in workers:
         assert wait_child(w) == 0, stderr_of(w)
