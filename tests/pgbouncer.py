@@ -3,8 +3,10 @@
 Debian's ``pgbouncer`` (``/usr/sbin/pgbouncer``, or ``PGBOUNCER`` in the environment) is started on a
 free port of 127.0.0.1 with its config and auth file in a temporary folder (trust auth: the file names
 the user and no password), pointing at the host and port of the test server's URL. Its pool holds
-``pool_size`` server connections (2 by default: fewer than its clients, which then share them
-transaction by transaction, as an application's processes share a pooler's few). It runs
+``pool_size`` server connections (3 by default: fewer than its clients, which then share them
+transaction by transaction, as an application's processes share a pooler's few; with 2, the test
+whose application holds its own transaction open through the pooler while two stores add waited
+past the readers' pool timeout on some runs). It runs
 in the foreground; ``close()`` ends it (SIGTERM) and removes the folder. Run as root, it is told to
 switch to the ``postgres`` user, as PgBouncer refuses to run as root.
 """
@@ -32,7 +34,7 @@ def _free_port() -> int:
 
 
 class PgBouncer:
-    def __init__(self, server_url: str, pool_size: int = 2):
+    def __init__(self, server_url: str, pool_size: int = 3):
         params = conninfo_to_dict(server_url)
         self.dbname = params.get("dbname") or "postgres"
         self.folder = tempfile.mkdtemp(prefix="tinystore-pgbouncer-")
