@@ -286,9 +286,11 @@ ON CONFLICT (id) DO NOTHING;
 UPDATE {schema}.processes SET alive = now() WHERE id = %s;
 
 -- name: flush_log
--- A commit that waits for the disk and writes no row, only its own commit record (an id is drawn for the
--- transaction): every commit before it is on the disk too once it returns (see the limited claim).
-SELECT pg_current_xact_id();
+-- A commit that waits for the disk and writes no row: a transactional message to the log (read by no one)
+-- gives the transaction a WAL record of its own, so its commit waits for the flush, and every commit before
+-- it is on the disk too once it returns (see the limited claim). Drawing a transaction id alone
+-- (pg_current_xact_id) writes no WAL, and PostgreSQL then commits without waiting for the disk.
+SELECT pg_logical_emit_message(true, 'tinystore', '');
 
 -- name: processes_unlocked
 -- Registered processes whose liveness lock no session of the server holds, whose writer's session
