@@ -53,20 +53,20 @@ FULL = {
 # Through a relay (``run.py --relay``) every statement waits for the network: the counts that would
 # take minutes at 2 ms a round trip are smaller (the rates and latencies are per job all the same).
 RELAYED = {"baseline_single": 300, "baseline_paced": 50, "w1_adds": 1_000, "w2_jobs": [10_000]}
-SMALL = {  # every workload runs, each in a second or two: proves the suite works, measures little
-    "baseline_single": 100, "baseline_batched": 1_000, "baseline_paced": 5,
-    "w1_adds": 200, "w1_threads": [8, 32], "w1_batch": 100,
-    "w2_jobs": [500],
-    "w3_jobs": 10, "w3_interval": 0.020, "w3_due": 2, "w3_due_ahead": 0.050,
-    "w4_backlog": 10_000, "w4_groups": 200, "w4_hot": 0.9, "w4_hot_seconds": 0.5,
-    "w5_leases": [1_000], "w5_repeats": 2,
-    "w6_jobs": 300, "w6_steps": 3,
-    "w7_waiting": [100, 10_000], "w7_one_off": 200, "w7_due_repeats": 100,
-    "w8_jobs": 10_000,
-    "w9_processes": [1, 2], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 0.5, "w9_window_s": 1.0,
-    "w10_adds": 20, "w10_jobs": 5, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
-    "w11_backlog": 5_000, "w11_jobs": 500, "w11_priorities": 10,
-    "w12_jobs": 2_000, "w12_jobs_postgres": 2_000, "w12_alone_adds": 20,
+SMALL = {  # every workload runs, each in about a second: proves the suite works, measures nothing
+    "baseline_single": 50, "baseline_batched": 500, "baseline_paced": 3,
+    "w1_adds": 100, "w1_threads": [4, 8], "w1_batch": 50,
+    "w2_jobs": [200],
+    "w3_jobs": 5, "w3_interval": 0.020, "w3_due": 2, "w3_due_ahead": 0.050,
+    "w4_backlog": 1_000, "w4_groups": 50, "w4_hot": 0.9, "w4_hot_seconds": 0.3,
+    "w5_leases": [200], "w5_repeats": 1,
+    "w6_jobs": 100, "w6_steps": 3,
+    "w7_waiting": [100, 1_000], "w7_one_off": 100, "w7_due_repeats": 50,
+    "w8_jobs": 1_000,
+    "w9_processes": [1, 2], "w9_slots": 20, "w9_handler_s": 0.050, "w9_warmup_s": 0.3, "w9_window_s": 0.5,
+    "w10_adds": 10, "w10_jobs": 3, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
+    "w11_backlog": 500, "w11_jobs": 100, "w11_priorities": 10,
+    "w12_jobs": 300, "w12_jobs_postgres": 300, "w12_alone_adds": 10,
 }
 
 
