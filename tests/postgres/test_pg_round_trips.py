@@ -184,7 +184,8 @@ def test_a_limited_claim_commits_without_waiting_for_the_disk_and_a_durable_comm
         relayed: Any) -> None:
     # JOB-04: the attempt is counted on the disk before the handler starts. The claim's transaction holds
     # the queue's lock, so it commits without waiting for the disk; a commit that waits for the disk, after
-    # it and before the handler starts, takes the log to the disk up to and past it.
+    # it and before the handler starts, takes the log to the disk up to and past it: a transactional log
+    # message, which writes WAL (a transaction id drawn alone writes none, and its commit does not wait).
     store, relay = relayed
     queue = store.queue("limited", concurrency=1)
     before_handler: list[list[str]] = []
@@ -198,7 +199,7 @@ def test_a_limited_claim_commits_without_waiting_for_the_disk_and_a_durable_comm
     claim = next(n for n, s in enumerate(sent) if "INSERT INTO" in s and ".leases" in s)
     commit_async = max(n for n, s in enumerate(sent[:claim]) if "synchronous_commit = off" in s)
     assert "pg_advisory_xact_lock" in " ".join(sent[:commit_async])  # in the transaction under the lock
-    flush = [n for n, s in enumerate(sent) if n > claim and "pg_current_xact_id()" in s]
+    flush = [n for n, s in enumerate(sent) if n > claim and "pg_logical_emit_message(true" in s]
     assert flush, sent[claim:]
     assert not any("synchronous_commit" in s for s in sent[flush[0]:])
 
@@ -220,4 +221,4 @@ def test_a_limited_claim_of_a_store_with_durability_normal_commits_as_its_sessio
         finally:
             store.close()
     assert ran == [1]
-    assert not any("synchronous_commit" in s or "pg_current_xact_id()" in s for s in sent)
+    assert not any("synchronous_commit" in s or "pg_logical_emit_message" in s for s in sent)
