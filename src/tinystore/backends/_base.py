@@ -72,6 +72,7 @@ class NewJob:
     repeat: Optional[str] = None  # the rule's JSON text (``_repeat``), for a job that repeats
     priority: int = 0
     batch: Optional[str] = None  # the id of the batch it joins
+    named: bool = True  # False where tinystore made the id: errors then speak of "a new job"
 
 
 @dataclass(frozen=True)
