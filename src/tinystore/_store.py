@@ -283,7 +283,7 @@ class Store:
 
         ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
         where the store's last look for damage is a day old, this looks again (``integrity_check`` of
-        tinystore's tables, logged; see README, "A damaged file").
+        tinystore's tables, logged; see the manual's "The command line", "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
