@@ -14,6 +14,7 @@ from ._batch import Batch, BatchState, then_job
 from ._batch import state_of as batch_state_of
 from ._clock import Clock
 from ._context import Context
+from ._dead import DeadLooks
 from ._durations import parse_duration
 from ._errors import InvalidArgument
 from ._events import Events
@@ -87,7 +88,8 @@ class Store:
         except BaseException:  # no space, a lock held too long: leave nothing running behind
             backend.close()
             raise
-        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages)
+        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages, DeadLooks(backend, clock))
+        self._ctx.looks.arm()  # the processes register's look left suspect: looked at again as their grace ends
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._watches = Watches(self._ctx)
@@ -445,6 +447,7 @@ class Store:
         for _, finished in serving:  # serve() in other threads: wait until they settled what ran
             finished.wait()
         self._ctx.closed = True
+        self._ctx.looks.close()
         self._watches.close()
         self._backend.close()
 
