@@ -19,7 +19,10 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections import Counter
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
@@ -142,3 +145,42 @@ def test_the_site_builds_with_warnings_as_errors_and_renders_every_page_and_publ
         assert f'id="tinystore.{name}"' in reference, f"tinystore.{name} is on no page of the API reference"
     contracts = (site / "contracts" / "index.html").read_text("utf-8")
     assert "test_JOB_05_" in contracts and 'id="pau-01"' in contracts
+
+
+def test_the_site_s_front_page_and_an_api_reference_page_draw_in_headless_chromium(site: Path,
+                                                                                  tmp_path: Path) -> None:
+    """With ``TINYSTORE_SCREENSHOTS=docs`` the screenshots go to ``docs/screenshots/`` (the committed ones
+    are taken so), else to a folder of the test run."""
+    chromium, chromedriver = "/usr/bin/chromium", "/usr/bin/chromedriver"
+    if not (os.path.exists(chromium) and os.path.exists(chromedriver)):
+        pytest.skip(f"no {chromium} and {chromedriver}: apt-get install chromium chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    shots = ROOT / "docs" / "screenshots" if os.environ.get("TINYSTORE_SCREENSHOTS") == "docs" else tmp_path
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietFiles, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,900", "--hide-scrollbars", "--lang=en-US"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=chromedriver))
+    try:
+        base = f"http://127.0.0.1:{server.server_port}/"
+        browser.get(base)
+        assert "tinystore" in browser.title
+        assert "A durable job queue" in browser.find_element(By.TAG_NAME, "article").text
+        browser.save_screenshot(str(shots / "site-front-page.png"))
+        browser.get(base + "reference/queue/")
+        heading = browser.find_element(By.ID, "tinystore.Queue.add")
+        assert "add" in heading.text
+        browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.ID, "tinystore.Queue"))
+        browser.save_screenshot(str(shots / "site-reference-queue.png"))
+    finally:
+        browser.quit()
+        server.shutdown()
+
+
+class QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
