@@ -15,6 +15,7 @@ then start the server, which recovers from its WAL.
 
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
@@ -157,6 +158,7 @@ def template_cluster() -> Path:
     global _template
     if _template is None:
         folder = Path(tempfile.mkdtemp(prefix="tinystore-pgtemplate-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         data = folder / "data"
         user = SERVER_USER if os.geteuid() == 0 else None
         if user is not None:
