@@ -255,8 +255,9 @@ class Queue:
 
     # Pausing
 
-    def pause(self) -> None:
-        """Stop every process from starting the queue's jobs; returns once the pause is kept.
+    def pause(self) -> bool:
+        """Stop every process from starting the queue's jobs; returns once the pause is kept: True, or
+        False where the queue was paused already (nothing changed).
 
         Every claim reads the pause in its own transaction, so no claim that
         begins after this returns starts a job of the queue, in any process;
@@ -266,11 +267,12 @@ class Queue:
         times it missed). Declaring the queue again (``store.queue`` with
         options) keeps the pause: only ``resume`` ends it.
         """
-        self._set_paused(True)
+        return self._set_paused(True)
 
-    def resume(self) -> None:
-        """End a pause: the queue's due jobs start again in every process, in start order (JOB-01)."""
-        self._set_paused(False)
+    def resume(self) -> bool:
+        """End a pause: the queue's due jobs start again in every process, in start order (JOB-01). True, or
+        False where the queue was not paused (nothing changed)."""
+        return self._set_paused(False)
 
     @property
     def paused(self) -> bool:
@@ -279,10 +281,12 @@ class Queue:
         kept = self._ctx.backend.load_options(self.name)
         return kept is not None and kept.paused
 
-    def _set_paused(self, paused: bool) -> None:
+    def _set_paused(self, paused: bool) -> bool:
         self._ctx.check_open()
-        if not self._ctx.backend.set_paused(self.name, paused).result():
+        changed = self._ctx.backend.set_paused(self.name, paused).result()
+        if changed is None:
             raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
+        return bool(changed)
 
     def cancel_many(self, state: Optional[str] = None, group: Optional[str] = None,
                     ids: Optional[Iterable[str]] = None) -> int:
@@ -381,12 +385,28 @@ class Queue:
         Where ``payload`` is annotated with a dataclass or a pydantic model,
         the handler gets an instance of it; a job whose payload no longer
         fits the type fails for good, saying why, and the queue goes on.
+
+        A queue has one handler: registering another function for it is
+        ``InvalidArgument`` naming both, and the first stays. Registering the
+        same function again (or one equal to it) keeps one.
         """
         if not callable(handler):
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
+        if self.handler is not None and self.handler != handler:
+            raise InvalidArgument(f"the queue already has a handler, {_name_of(self.handler)}: a queue has one, so "
+                                  f"{_name_of(handler)} is not registered", queue=self.name)
         self.handler = handler
         self.decode = decoder(handler)
         return handler
+
+
+def _name_of(handler: Callable[..., Any]) -> str:
+    """A handler as an error names it: its module and qualified name, where it has them."""
+    name = getattr(handler, "__qualname__", None)
+    if name is None:  # a callable object
+        return repr(handler)
+    module = getattr(handler, "__module__", None)
+    return f"{module}.{name}" if module else name
 
 
 def declare(queue: Queue, payload: Any, rule: Repeat) -> JobState:

@@ -314,7 +314,8 @@ class Backend(Reads, ABC):
     def set_paused(self, queue: str, paused: bool) -> Future:
         """Pause (or resume) ``queue`` for every process: from its commit on, no claim of the queue takes a
         job, while settlements, expiries and renewals go on; the commit's notice wakes the queue's runners
-        everywhere. Resolves to False where the store keeps no queue of that name (nothing written)."""
+        everywhere. Resolves to whether that changed it (False: it was so already, nothing written), or
+        None where the store keeps no queue of that name (nothing written)."""
 
     @abstractmethod
     def queue_names(self) -> list[str]:
