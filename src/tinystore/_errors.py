@@ -70,7 +70,7 @@ class ReadOnly(Error):
 class Unavailable(Error):
     """The store cannot be written now, and nothing was written: the same call may work later.
 
-    Workers retry these themselves (see README, "Running in production").
+    Workers retry these themselves (see the manual's "Run workers in production").
     """
 
 

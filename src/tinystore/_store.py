@@ -100,7 +100,7 @@ class Store:
             backend.close()
             raise
         self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages, DeadLooks(backend, clock))
-        self._ctx.looks.arm()  # the processes register's look left suspect: looked at again as their grace ends
+        self._ctx.looks.arm()  # those that register's look left suspect are looked at again as their grace ends
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._watches = Watches(self._ctx)
@@ -296,7 +296,7 @@ class Store:
 
         ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
         where the store's last look for damage is a day old, this looks again (``integrity_check`` of
-        tinystore's tables, logged; see README, "A damaged file").
+        tinystore's tables, logged; see the manual's "The command line", "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
