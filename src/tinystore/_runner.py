@@ -307,7 +307,7 @@ class QueueRunner:
         if answer is not NO_SETTLEMENT:
             now = self.ctx.clock.now()
             answer, decision = decision_of(q.name, c, answer, self.options, now)
-            self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision))
+            self.settled.append(Settlement(c.seq, c.attempt, c.grp, decision, began=a.began, ended=now))
             self.ended_ids[a.key] = c.id
             took = now - a.began if a.began is not None else 0.0
             if self.ctx.events:

@@ -32,12 +32,17 @@ def test_show_gives_a_failed_jobs_payload_error_with_traceback_and_kept_steps(ap
     assert "Traceback (most recent call last)" in job["error"] and "in build" in job["error"]
     assert job["steps"] == [{"name": "fetch", "attempt": 1, "answer": {"rows": 3}}]
     assert job["lease"] is None
+    (attempt,) = job["attempt_history"]
+    assert attempt["attempt"] == 1 and attempt["began"] <= attempt["ended"] == job["failed_at"]
+    assert attempt["error"] == job["error"]
 
     text = app.cli("show", app.db, "report", "r1")
     assert text.returncode == 0, text.stderr
     assert "state     failed" in text.stdout and "attempt   1 of 1" in text.stdout
     assert '  fetch (attempt 1): {"rows": 3}' in text.stdout
     assert "  Traceback (most recent call last):" in text.stdout
+    assert "\nfailed    20" in text.stdout and "\nattempts (the last 20 are kept)\n  1: 20" in text.stdout
+    assert ": RuntimeError: the printer is on fire\n" in text.stdout
 
 
 def test_show_names_the_process_that_holds_a_running_jobs_lease(app: App) -> None:

@@ -214,3 +214,45 @@ def test_SPEC_10_pages_of_each_filter_list_the_jobs_that_match_in_id_order_as_a_
     finally:
         hold.set()
         worker.join(WAIT)
+
+
+def test_each_attempt_s_start_end_and_error_are_kept_the_last_20_and_a_failed_job_s_end_is_its_last(store, clock):
+    from helpers import run_until_idle
+
+    q = store.queue("flaky", attempts=23, backoff=("1s", "1s"))
+
+    @q.work
+    def handler(payload, run):
+        clock.advance("2s")  # each attempt takes two seconds of the store's clock
+        raise ValueError(f"boom {run.attempt}")
+
+    q.add({}, id="j")
+    began = []
+    for _ in range(23):
+        began.append(clock.now())
+        run_until_idle(store)
+        clock.advance("2s")  # past the backoff
+    job, detail = q.detail("j")
+    assert (job.state, job.attempt) == ("failed", 23)
+    kept = detail.attempts
+    assert [a.attempt for a in kept] == list(range(4, 24))  # the last 20
+    for a in kept:
+        assert (a.began, a.ended) == (began[a.attempt - 1], began[a.attempt - 1] + 2)
+        assert a.error.startswith(f"ValueError: boom {a.attempt}\n")
+
+
+def test_a_job_that_ran_once_keeps_its_attempt_with_no_error_and_a_job_that_leaves_takes_its_attempts_along(
+        store, clock, kit, target):
+    from helpers import run_until_idle
+
+    kept = store.queue("kept", dedupe="1h")
+    kept.work(lambda payload, run: clock.advance("1s"))
+    kept.add({}, id="k")
+    start = clock.now()
+    run_until_idle(store)
+    (record,) = kept.detail("k")[1].attempts
+    assert (record.attempt, record.began, record.ended, record.error) == (1, start, start + 1, None)
+    clock.advance("2h")  # past dedupe: the job leaves, with its attempts
+    store.maintain()
+    assert kept.get("k") is None
+    assert kit._rows(target, "SELECT count(*) FROM tinystore_attempts") == [(0,)]

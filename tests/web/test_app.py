@@ -146,6 +146,10 @@ def test_a_jobs_page_shows_its_payload_error_steps_and_timeline(client: httpx.Cl
     assert job["error"].startswith("RuntimeError: job 3 broke\nTraceback (most recent call last):")
     assert job["steps"] == [{"name": "look", "attempt": 1, "answer": {"seen": 3}}]
     assert job["lease"] is None and [e["what"] for e in job["timeline"]][-1] == "failed after attempt 1"
+    (attempt,) = job["attempt_history"]
+    assert attempt["attempt"] == 1 and attempt["began"] <= attempt["ended"] == job["failed_at"]
+    assert attempt["error"] == job["error"] and job["attempts_kept"] == 20
+    assert {"at": job["failed_at"], "what": "attempt 1 ended: RuntimeError: job 3 broke"} in job["timeline"]
     done = client.get("/api/job", params={"queue": "work", "id": "job-5"}).json()
     assert (done["state"], done["result"], done["error"]) == ("done", {"doubled": 10}, None)
 

@@ -115,6 +115,8 @@ class Settlement:
     attempt: int
     grp: Optional[str]
     decision: Decision
+    began: Optional[float] = None  # when its handler began and ended, kept with the attempt (None: given back
+    ended: Optional[float] = None  # unrun, as a claim that stops does)
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,24 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of a job as kept: when its handler began (None where not known) and ended, and its
+    error (None where it did not fail)."""
+
+    attempt: int
+    began: Optional[float]
+    ended: float
+    error: Optional[str]
+
+
+@dataclass(frozen=True)
 class JobDetail:
-    """What an operator looks at beyond a job's state: the steps kept under it, and its lease."""
+    """What an operator looks at beyond a job's state: the steps kept under it, its lease, and its last
+    attempts (at most ``KEPT_ATTEMPTS``), first to last."""
 
     steps: list[Step]
     lease: Optional[Lease]
+    attempts: list[AttemptRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

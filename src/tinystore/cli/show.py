@@ -7,9 +7,12 @@ import json
 from typing import Any
 
 from tinystore._holders import holder_gone
+from tinystore._values import from_timestamp
 from tinystore.backends._base import JobDetail
 
-from ._common import CommandError, add_job_arguments, age, job_json, open_queue, open_store, print_json
+from tinystore.backends._engine.leases import KEPT_ATTEMPTS
+
+from ._common import CommandError, add_job_arguments, age, first_line, iso, job_json, open_queue, open_store, print_json
 
 NAME = "show"
 HELP = "one job: payload, attempts, error and traceback, steps, lease holder"
@@ -29,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         data = job_json(job, ahead=True)
         now = store.clock.now()
         data.update(_detail(detail, now))
+        data["failed_at"] = _failed_at(data)
     if args.json:
         print_json(data)
     else:
@@ -45,7 +49,15 @@ def _detail(detail: JobDetail, now: float) -> dict[str, Any]:
         held = detail.lease
         lease = {"attempt": held.attempt, "expires": held.expires, "pid": held.pid, "host": held.host,
                  "gone": holder_gone(held, now)}
-    return {"steps": steps, "lease": lease}
+    attempts = [{"attempt": a.attempt, "began": a.began, "ended": a.ended, "error": a.error} for a in detail.attempts]
+    return {"steps": steps, "lease": lease, "attempt_history": attempts}
+
+
+def _failed_at(data: dict[str, Any]) -> Any:
+    """When a failed job failed: the end of its last attempt kept (None where none is)."""
+    if data["state"] != "failed" or not data["attempt_history"]:
+        return None
+    return data["attempt_history"][-1]["ended"]
 
 
 def _print(data: dict[str, Any], now: float) -> None:
@@ -68,8 +80,17 @@ def _print(data: dict[str, Any], now: float) -> None:
     elif lease is not None:
         lines.append(("lease", f"attempt {lease['attempt']} held by pid {lease['pid']} on {lease['host']}, "
                                f"ends in {age(max(0.0, lease['expires'] - now))} unless renewed"))
+    if data["failed_at"] is not None:
+        lines.append(("failed", _when(data["failed_at"])))
     for label, value in lines:
         print(f"{label:<9} {value}")
+    if data["attempt_history"]:
+        print(f"attempts (the last {KEPT_ATTEMPTS} are kept)")
+        for a in data["attempt_history"]:
+            began = _when(a["began"]) if a["began"] is not None else "?"
+            took = f" ({age(a['ended'] - a['began'])})" if a["began"] is not None else ""
+            error = f": {first_line(a['error'])}" if a["error"] else ": no error"
+            print(f"  {a['attempt']}: {began} to {_when(a['ended'])}{took}{error}")
     if data["steps"]:
         print("steps")
         for step in data["steps"]:
@@ -79,3 +100,7 @@ def _print(data: dict[str, Any], now: float) -> None:
         print("error")
         for line in data["error"].splitlines():
             print(f"  {line}")
+
+
+def _when(seconds: float) -> str:
+    return iso(from_timestamp(seconds))

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional
 
 from .._errors import InvalidArgument
 from .._holders import holder_gone
+from ..backends._engine.leases import KEPT_ATTEMPTS
 from .._jobstate import STATES, JobState
 from .._queue import Queue
 from .._store import Store
@@ -184,13 +185,19 @@ def job_page(store: Store, queue_name: Optional[str], id: Optional[str]) -> dict
         "lease": None if lease is None else {"attempt": lease.attempt, "expires": _seconds(lease.expires),
                                              "pid": lease.pid, "host": lease.host,
                                              "gone": holder_gone(lease, store.clock.now())},
+        "attempt_history": [{"attempt": a.attempt, "began": None if a.began is None else _seconds(a.began),
+                             "ended": _seconds(a.ended), "error": a.error} for a in detail.attempts],
+        "attempts_kept": KEPT_ATTEMPTS,
     }
+    failed = job.state == "failed" and detail.attempts
+    data["failed_at"] = _seconds(detail.attempts[-1].ended) if failed else None
     data["timeline"] = _timeline(data)
     return data
 
 
 def _timeline(job: dict[str, Any]) -> list[dict[str, str]]:
-    """The moments the store keeps of a job, in order: when it is or was due, its lease, its end."""
+    """The moments the store keeps of a job, in order: when it is or was due, its lease, its attempts kept
+    (each one's start and end), its end."""
     due = "due" if job["state"] in ("scheduled", "waiting") else "last due"
     events = [{"at": job["at"], "what": f"{due} (attempt {job['attempt']} of {job['attempts']} so far)"}]
     lease = job["lease"]
@@ -200,6 +207,11 @@ def _timeline(job: dict[str, Any]) -> list[dict[str, str]]:
     elif lease is not None:
         events.append({"at": lease["expires"], "what": f"lease of attempt {lease['attempt']}, held by pid "
                                                        f"{lease['pid']} on {lease['host']}, ends unless renewed"})
+    for a in job["attempt_history"]:
+        if a["began"] is not None:
+            events.append({"at": a["began"], "what": f"attempt {a['attempt']} began"})
+        ended = f"attempt {a['attempt']} ended" + (f": {a['error'].splitlines()[0]}" if a["error"] else "")
+        events.append({"at": a["ended"], "what": ended})
     if job["state"] in ("done", "failed"):
-        events.append({"at": None, "what": f"{job['state']} after attempt {job['attempt']}"})
-    return events
+        events.append({"at": job["failed_at"], "what": f"{job['state']} after attempt {job['attempt']}"})
+    return sorted(events, key=lambda e: (e["at"] is None, e["at"] or ""))  # ISO times in UTC sort as text

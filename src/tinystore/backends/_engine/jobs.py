@@ -62,11 +62,12 @@ def declare(ex: Executor, queue: str, job: NewJob, now: float) -> Added:
 
 
 def remove(ex: Executor, seqs: list[int]) -> None:
-    """Jobs leave the queue with their steps."""
+    """Jobs leave the queue with their steps and the attempts kept."""
     if not seqs:
         return
     listed = ex.array(seqs)
     ex.run("steps_delete_many", (listed,))
+    ex.run("attempts_delete_many", (listed,))
     ex.run("jobs_delete_many", (listed,))
     ex.run("batches_delete_then", (listed,))  # a batch is kept as long as its then job
     ex.jobs_left(seqs)

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Callable
 
 from ..._options import QueueOptions
-from ..._settle import Decision, Done, Failed, decide_lost, lost_in_bulk, outcome
+from ..._settle import Decision, Done, Failed, Requeue, decide_lost, lost_in_bulk, outcome
 from .._base import JobRow, Settlement
 from . import batches, groups, jobs
 from .executor import Executor, Later
 
 Notify = Callable[..., None]
+KEPT_ATTEMPTS = 20  # the attempts of a job whose start, end and error are kept (the last ones)
 
 
 def end_settled(ex: Executor, settlements: list[Settlement]) -> Later:
@@ -52,6 +53,7 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     for s in live:
         if s.seq not in gone:
             apply(ex, s.seq, s.decision)
+            record(ex, s)
     if members:
         counts = batches.ends()
         for s in live:
@@ -64,6 +66,16 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     if done or failed:
         ex.run("count_add", (queue, int(now // 60), 0, done, failed))
     return stale
+
+
+def record(ex: Executor, s: Settlement) -> None:
+    """Keep the attempt's start, end and error with its job (which stays), and no more than the last
+    ``KEPT_ATTEMPTS`` of them. An attempt given back unrun (a claim that stopped) is not one."""
+    if s.ended is None:
+        return
+    error = s.decision.error if isinstance(s.decision, (Failed, Requeue)) else None
+    ex.run("attempt_record", (s.seq, s.attempt, s.began, s.ended, error))
+    ex.run("attempts_trim", (s.seq, s.attempt - KEPT_ATTEMPTS))
 
 
 def apply(ex: Executor, seq: int, decision: Decision) -> None:

@@ -25,6 +25,20 @@ UPDATE tinystore_jobs SET payload = :payload, repeat = :repeat, at = :at WHERE s
 -- The steps of a job that is done: a later attempt will never ask for them.
 DELETE FROM tinystore_steps WHERE job = ?;
 
+-- name: attempt_record
+-- An attempt that settled: when it began and ended, and its error (NULL where it did not fail). A snooze
+-- gives its attempt back, so the next claim's attempt has its number: that one's record replaces it.
+INSERT INTO tinystore_attempts (job, attempt, began, ended, error) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (job, attempt) DO UPDATE SET began = excluded.began, ended = excluded.ended, error = excluded.error;
+
+-- name: attempts_trim
+-- A job keeps the records of its last attempts only (KEPT_ATTEMPTS): those at or below a number leave.
+DELETE FROM tinystore_attempts WHERE job = ? AND attempt <= ?;
+
+-- name: attempts_of_job
+-- The kept attempts of a job, first to last.
+SELECT attempt, began, ended, error FROM tinystore_attempts WHERE job = ? ORDER BY attempt;
+
 -- name: ahead
 -- Due jobs that start before a job of priority :priority at (at, seq): every one of a higher priority,
 -- and the earlier ones of its own. Those without a group from their index by priority, a range for each

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..._options import QueueOptions
-from .._base import BatchRow, Change, JobDetail, JobRow, Lease, Recent, Stats, Step, Watched
+from .._base import AttemptRecord, BatchRow, Change, JobDetail, JobRow, Lease, Recent, Stats, Step, Watched
 from .._counts import queue_counts
 from .._reads import page_of
 from .executor import Executor
@@ -56,7 +56,8 @@ def stats(ex: Executor, now: float) -> Stats:
 def detail(ex: Executor, seq: int) -> JobDetail:
     steps = [Step(*row) for row in ex.all("steps_of_job", (seq,))]
     lease = ex.one("lease_of_job", (seq,))
-    return JobDetail(steps, Lease(*lease) if lease is not None else None)
+    attempts = [AttemptRecord(*row) for row in ex.all("attempts_of_job", (seq,))]
+    return JobDetail(steps, Lease(*lease) if lease is not None else None, attempts)
 
 
 def watched(ex: Executor, cursors: dict[int, int]) -> Watched:

@@ -203,6 +203,10 @@ RETURNING l.job, l.attempt, (SELECT j.batch FROM {schema}.jobs j WHERE j.seq = l
 -- Jobs leave the queue.
 DELETE FROM {schema}.jobs WHERE seq = ANY(%s::bigint[]);
 
+-- name: attempts_delete_many
+-- The attempts kept of jobs that left the queue.
+DELETE FROM {schema}.attempts WHERE job = ANY(%s::bigint[]);
+
 -- name: steps_delete_many
 -- The steps of jobs that left the queue.
 DELETE FROM {schema}.steps WHERE job = ANY(%s::bigint[]);

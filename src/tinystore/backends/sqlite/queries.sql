@@ -100,6 +100,10 @@ RETURNING job, attempt, (SELECT batch FROM tinystore_jobs WHERE seq = tinystore_
 -- Jobs leave the queue (a JSON array of seqs).
 DELETE FROM tinystore_jobs WHERE seq IN (SELECT value FROM json_each(?));
 
+-- name: attempts_delete_many
+-- The attempts kept of jobs that left the queue (a JSON array of seqs).
+DELETE FROM tinystore_attempts WHERE job IN (SELECT value FROM json_each(?));
+
 -- name: steps_delete_many
 -- The steps of jobs that left the queue (a JSON array of seqs).
 DELETE FROM tinystore_steps WHERE job IN (SELECT value FROM json_each(?));

@@ -311,6 +311,7 @@ function drawJob(job) {
     ["priority", job.priority],
   ];
   if (job.ahead !== null) facts.push(["ahead", job.ahead]);
+  if (job.failed_at) facts.push(["failed", when(job.failed_at)]);
   if (job.repeat) facts.push(["repeats", job.repeat]);
   if (job.lease && job.lease.gone) facts.push(["lease", el("span", { id: "holder-gone" }, `attempt ${job.lease.attempt}: its holder is gone: ${job.lease.gone}`)]);
   else if (job.lease) facts.push(["lease", [`attempt ${job.lease.attempt}, held by pid ${job.lease.pid} on ${job.lease.host}, until `, when(job.lease.expires)]]);
@@ -333,6 +334,10 @@ function drawJob(job) {
     job.steps.length ? el("div", { class: "table" }, el("table", {}, el("tr", { class: "head" }, el("th", {}, "step"), el("th", {}, "attempt"), el("th", {}, "answer")),
       job.steps.map((s) => el("tr", {}, el("td", { "data-label": "step" }, s.name), el("td", { "data-label": "attempt" }, s.attempt),
         el("td", {}, el("pre", {}, json(s.answer))))))) : el("p", { class: "muted" }, "none"),
+    el("h2", {}, `Attempts (the last ${job.attempts_kept} are kept)`),
+    job.attempt_history.length ? el("div", { class: "table", id: "attempts" }, el("table", {}, el("tr", { class: "head" }, el("th", {}, "attempt"), el("th", {}, "began"), el("th", {}, "ended"), el("th", {}, "error")),
+      job.attempt_history.map((a) => el("tr", {}, el("td", { "data-label": "attempt" }, a.attempt), el("td", { "data-label": "began" }, a.began ? when(a.began) : "—"),
+        el("td", { "data-label": "ended" }, when(a.ended)), el("td", {}, a.error ? el("pre", { class: "error" }, a.error) : "none"))))) : el("p", { class: "muted" }, "none"),
     el("h2", {}, "Timeline"), el("ol", { class: "timeline" }, timeline),
   ];
 }
