@@ -225,6 +225,8 @@ def test_DUR_03_the_next_open_after_a_process_died_ends_its_leases_at_once_and_t
         assert job.state == "waiting", "the open must end a dead process's leases at once"
         assert job.attempt == 1, "the attempt of the dead process stays counted"
         assert "lease" in job.error and job.payload == {"n": n}
+        (lost,) = after.detail(f"job-{n}")[1].attempts  # kept, with no start: only its holder knew it
+        assert (lost.attempt, lost.began, lost.ended, lost.error) == (1, None, T, job.error)
 
     ran = []
     after.work(lambda payload, run: ran.append((run.id, run.attempt)))

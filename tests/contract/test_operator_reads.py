@@ -256,3 +256,18 @@ def test_a_job_that_ran_once_keeps_its_attempt_with_no_error_and_a_job_that_leav
     store.maintain()
     assert kept.get("k") is None
     assert kit._rows(target, "SELECT count(*) FROM tinystore_attempts") == [(0,)]
+
+
+def test_an_attempt_whose_lease_ran_out_is_kept_with_its_end_and_the_lost_lease_as_its_error(store, clock, kit):
+    from helpers import run_until_idle
+
+    q = store.queue("slow", lease="30s", dedupe="1h")
+    q.add({}, id="j")
+    kit.claim_cycle(store, q, 1, clock.now())  # claimed, and never settled: as a worker that stalled
+    clock.advance("1m")
+    q.work(lambda payload, run: None)
+    run_until_idle(store)
+    lost, second = q.detail("j")[1].attempts
+    assert (lost.attempt, lost.began, lost.ended) == (1, None, clock.now())
+    assert lost.error.startswith("lease ended without a settlement")
+    assert (second.attempt, second.error) == (2, None)

@@ -163,6 +163,8 @@ def test_a_failed_jobs_page_shows_its_error_with_the_traceback(browser: Any, sit
     assert "ValueError: no mailbox for ann@example.org" in error
     assert "Traceback (most recent call last)" in error and "in send" in error
     assert '"to": "ann@example.org"' in text_of(browser, "#payload")
+    attempts = text_of(browser, "#attempts")
+    assert "ValueError: no mailbox for ann@example.org" in attempts and "attempt" in attempts
     browser.save_screenshot(str(shots / "dashboard-job.png"))
 
 

@@ -9,10 +9,10 @@ from typing import Any
 from tinystore._holders import holder_gone
 from tinystore._values import from_timestamp
 from tinystore.backends._base import JobDetail
-
 from tinystore.backends._engine.leases import KEPT_ATTEMPTS
 
-from ._common import CommandError, add_job_arguments, age, first_line, iso, job_json, open_queue, open_store, print_json
+from ._common import (CommandError, add_job_arguments, age, first_line, iso, job_json, open_queue, open_store,
+                      print_json)
 
 NAME = "show"
 HELP = "one job: payload, attempts, error and traceback, steps, lease holder"

@@ -15,11 +15,11 @@ from typing import Any, Mapping, Optional
 
 from .._errors import InvalidArgument
 from .._holders import holder_gone
-from ..backends._engine.leases import KEPT_ATTEMPTS
 from .._jobstate import STATES, JobState
 from .._queue import Queue
 from .._store import Store
 from .._values import check_text_id
+from ..backends._engine.leases import KEPT_ATTEMPTS
 
 STORED = STATES[:5]  # the states a job is kept in; cancelled ones are gone
 MINUTES = 60  # the chart's hour

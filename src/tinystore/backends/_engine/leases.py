@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..._options import QueueOptions
-from ..._settle import Decision, Done, Failed, Requeue, decide_lost, lost_in_bulk, outcome
+from ..._settle import LOST_LEASE, Decision, Done, Failed, Requeue, decide_lost, lost_in_bulk, outcome
 from .._base import JobRow, Settlement
 from . import batches, groups, jobs
 from .executor import Executor, Later
@@ -70,7 +70,8 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
 
 def record(ex: Executor, s: Settlement) -> None:
     """Keep the attempt's start, end and error with its job (which stays), and no more than the last
-    ``KEPT_ATTEMPTS`` of them. An attempt given back unrun (a claim that stopped) is not one."""
+    ``KEPT_ATTEMPTS`` of them. An attempt given back unrun (a claim that stopped) is not one; one whose
+    lease was lost is kept with no start (``began`` None)."""
     if s.ended is None:
         return
     error = s.decision.error if isinstance(s.decision, (Failed, Requeue)) else None
@@ -111,6 +112,7 @@ def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: in
         job = JobRow(*row)
         decision = decide_lost(attempt, opts, now, job.repeat, job.at)
         apply(ex, seq, decision)
+        record(ex, Settlement(seq, attempt, job.grp, decision, began=None, ended=now))
         if isinstance(decision, Failed):  # failed for good: where it belongs to a batch, it ended there
             batches.job_ended(ex, ex.one("job_batch", (seq,))[0], "failed", now, notify)
         groups.release(ex, queue, opts, [job.grp] if job.grp is not None else [])
@@ -143,6 +145,7 @@ def end_owner(ex: Executor, owner: int, options: Callable[[str], QueueOptions], 
                 if state == "failed":
                     batches.tally(counts, batch, "failed")
             batches.ended(ex, counts, now, notify)
+        ex.run("attempts_lost_owner", {"owner": owner, "queue": queue, "now": now, "error": LOST_LEASE})
         ex.run("owner_leases_end", (owner, queue))
         for grp in grps:
             groups.recompute(ex, queue, grp, opts, now)

@@ -31,6 +31,13 @@ DELETE FROM tinystore_steps WHERE job = ?;
 INSERT INTO tinystore_attempts (job, attempt, began, ended, error) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (job, attempt) DO UPDATE SET began = excluded.began, ended = excluded.ended, error = excluded.error;
 
+-- name: attempts_lost_owner
+-- The attempts whose leases a dead process held in a queue, ended now with an error saying so (when
+-- they began is not known). "WHERE true": SQLite's parser needs it before ON CONFLICT after a SELECT.
+INSERT INTO tinystore_attempts (job, attempt, began, ended, error)
+SELECT job, attempt, CAST(NULL AS REAL), :now, :error FROM tinystore_leases WHERE owner = :owner AND queue = :queue AND true
+ON CONFLICT (job, attempt) DO UPDATE SET began = excluded.began, ended = excluded.ended, error = excluded.error;
+
 -- name: attempts_trim
 -- A job keeps the records of its last attempts only (KEPT_ATTEMPTS): those at or below a number leave.
 DELETE FROM tinystore_attempts WHERE job = ? AND attempt <= ?;
