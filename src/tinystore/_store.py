@@ -100,7 +100,7 @@ class Store:
             backend.close()
             raise
         self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages, DeadLooks(backend, clock))
-        self._ctx.looks.arm()  # the processes register's look left suspect: looked at again as their grace ends
+        self._ctx.looks.arm()  # those that register's look left suspect are looked at again as their grace ends
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._watches = Watches(self._ctx)
