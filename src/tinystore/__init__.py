@@ -5,6 +5,7 @@ survives, and runs at least once. The package's modules:
 
 - ``_store``       open(), Store: queues, transactions, serving, operations
 - ``_context``     Context: what the modules below Store are handed (backend, clock, owner, notices)
+- ``_dead``        looking again for a dead process as its grace ends (PostgreSQL, DUR-03)
 - ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
 - ``_worker``      Worker: one event loop for its queues' runners, notices, liveness, shutdown
 - ``_runner``      QueueRunner: one queue's claim cycles, and the attempts they start and end

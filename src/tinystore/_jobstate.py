@@ -21,6 +21,8 @@ class JobState:
 
     (What you give ``add_many`` to add a job is a ``tinystore.Job``.)
 
+    ``id`` names the job in its ``queue``; ``payload`` is the JSON it was added
+    with, and ``group`` its group (None for none).
     ``state`` is one of scheduled, waiting, running, done, failed (and
     cancelled, which only a watcher sees). ``at`` is when the job is or was
     due, ``attempt`` counts the attempts so far and ``attempts`` is the limit;
@@ -128,8 +130,8 @@ def _text(raw: Union[str, bytes, None]) -> Optional[str]:
 
 @dataclass(frozen=True)
 class Job:
-    """What you give ``queue.add_many`` to add a job: a payload with the options of ``add`` (``id``, ``at``,
-    ``delay``, ``group``, ``repeat``).
+    """What you give ``queue.add_many`` to add a job: a ``payload`` with the options of ``add`` (``id``,
+    ``at``, ``delay``, ``group``, ``repeat``, ``priority``).
 
     It is only the input: what ``add_many`` returns, and what you read of a job
     afterwards, is a ``tinystore.JobState``.

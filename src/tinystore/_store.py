@@ -14,6 +14,7 @@ from ._batch import Batch, BatchState, then_job
 from ._batch import state_of as batch_state_of
 from ._clock import Clock
 from ._context import Context
+from ._dead import DeadLooks
 from ._durations import parse_duration
 from ._errors import InvalidArgument
 from ._events import Events
@@ -48,6 +49,17 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
          lock_timeout: Any = LOCK_TIMEOUT, schema: Optional[str] = None, direct: Optional[str] = None) -> "Store":
     """Open the store in a SQLite file, or in a PostgreSQL database given by its URL
     (``postgresql://user@host:5432/db``), creating the file and tinystore's tables where absent.
+
+    As in sqlite3 and SQLAlchemy, ``"sqlite:///app.db"`` is the file
+    ``app.db`` of the working folder and ``"sqlite:////srv/app.db"`` the file
+    ``/srv/app.db``. ``":memory:"`` (or ``"sqlite://"``,
+    ``"sqlite:///:memory:"``) is a store for tests: it leaves no file where
+    the application runs, nothing is synced to the disk (``durability`` is
+    "off" whatever is given), workers of this process serve it, every
+    contract but durability holds, and ``close`` removes all of it. Each
+    such open is a store of its own, which no other process can reach. (It
+    is a SQLite file in a private temporary folder: SQLite's own in-memory
+    database belongs to one connection, and a store uses several.)
 
     On PostgreSQL tinystore's tables are in their own schema: ``tinystore``,
     or ``schema`` where given; the application's tables are never touched.
@@ -87,7 +99,8 @@ class Store:
         except BaseException:  # no space, a lock held too long: leave nothing running behind
             backend.close()
             raise
-        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages)
+        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages, DeadLooks(backend, clock))
+        self._ctx.looks.arm()  # those that register's look left suspect are looked at again as their grace ends
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._watches = Watches(self._ctx)
@@ -283,7 +296,7 @@ class Store:
 
         ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
         where the store's last look for damage is a day old, this looks again (``integrity_check`` of
-        tinystore's tables, logged; see README, "A damaged file").
+        tinystore's tables, logged; see the manual's "The command line", "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
@@ -445,6 +458,7 @@ class Store:
         for _, finished in serving:  # serve() in other threads: wait until they settled what ran
             finished.wait()
         self._ctx.closed = True
+        self._ctx.looks.close()
         self._watches.close()
         self._backend.close()
 

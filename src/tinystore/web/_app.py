@@ -197,13 +197,15 @@ def _retry_failed(store: Store, body: dict[str, Any]) -> dict[str, Any]:
 def _pause(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     """No process starts the queue's jobs from now on; its running ones go on and settle."""
     queue = _views.known_queue(store, _named(body, "queue"))
-    queue.pause()
+    if not queue.pause():
+        return {"done": False, "message": f"{queue.name} was paused already: nothing was changed"}
     return {"done": True, "message": f"{queue.name} is paused: no worker starts its jobs until it is resumed"}
 
 
 def _resume(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     queue = _views.known_queue(store, _named(body, "queue"))
-    queue.resume()
+    if not queue.resume():
+        return {"done": False, "message": f"{queue.name} was not paused: nothing was changed"}
     return {"done": True, "message": f"{queue.name} is resumed: its due jobs start again"}
 
 

@@ -22,7 +22,7 @@ from tinystore._options import parse_options
 from tinystore._values import QUEUE_NAME
 
 from . import _intransaction
-from ._execute import handler_for
+from ._execute import TaskHandler
 from ._results import load_task, task_result
 from ._stores import store_for, target_of
 
@@ -162,7 +162,7 @@ class TaskBackend(BaseTaskBackend):
     def serve_queues(self, names: list[str]) -> None:
         """Register the handler that runs this backend's tasks on the queues ``names``."""
         for name in names:
-            self.queue(name).work(handler_for(self))
+            self.queue(name).work(TaskHandler(self))
 
     def run_until_idle(self) -> None:
         """Run the due tasks of QUEUES in this process; return once none is due and none runs (for tests
