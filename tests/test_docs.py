@@ -184,3 +184,12 @@ def test_the_site_s_front_page_and_an_api_reference_page_draw_in_headless_chromi
 class QuietFiles(SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
+
+
+def test_every_link_of_readme_into_the_repository_reaches_a_file_and_readme_stays_a_landing_page() -> None:
+    text = (ROOT / "README.md").read_text("utf-8")
+    links = [target.split("#")[0] for target in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not target.startswith(("http://", "https://", "#"))]
+    assert links, "README links into the manual"
+    assert [link for link in links if not (ROOT / link).exists()] == []
+    assert len(text.splitlines()) <= 300
