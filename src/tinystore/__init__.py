@@ -21,7 +21,7 @@ survives, and runs at least once. The package's modules:
 - ``_outage``      background tasks riding out a store that cannot be written for a while
 - ``_batch``       Batch and BatchState: jobs of any queues, and the then job once they have all ended
 - ``_jobstate``    JobState (what you read of a job) and Job (what you give add_many)
-- ``_options``, ``_durations``, ``_values``   checking what users give
+- ``_options``, ``_durations``, ``_values``   checking what users give (``QueueOptionArgs``: the queue options' types)
 - ``_clock``       the one clock; ``testing.FakeClock`` replaces it
 - ``_errors``      the error tree
 - ``_events``      what the core tells an observer of its jobs (``metrics``), and the fields of log records about a job
@@ -37,7 +37,8 @@ from ._batch import Batch, BatchState
 from ._clock import Clock
 from ._errors import (Closed, Conflict, DiskError, DiskFull, Error, InvalidArgument, LimitExceeded, Locked, ReadOnly,
                       StoreCorrupt, StoreGone, Unavailable)
-from ._jobstate import Job, JobState
+from ._jobstate import Job, JobState, JobStateName
+from ._options import QueueOptionArgs
 from ._queue import Queue
 from ._repeat import Cron, Every, Repeat, cron, every
 from ._run import AsyncRun, Run
@@ -51,7 +52,8 @@ logging.getLogger("tinystore").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncRun", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error", "Every", "Fail",
-    "InvalidArgument", "Job", "JobState", "LimitExceeded", "Locked", "Queue", "ReadOnly", "Repeat", "Retry", "Run",
-    "Snooze", "Store", "StoreCorrupt", "StoreGone", "Transaction", "Unavailable", "cron", "every", "open",
+    "AsyncRun", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error",
+    "Every", "Fail", "InvalidArgument", "Job", "JobState", "JobStateName", "LimitExceeded", "Locked", "Queue",
+    "QueueOptionArgs", "ReadOnly", "Repeat", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "StoreGone",
+    "Transaction", "Unavailable", "cron", "every", "open",
 ]

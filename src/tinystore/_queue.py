@@ -10,7 +10,7 @@ from ._batch import Batch
 from ._context import Context
 from ._durations import Duration, parse_duration
 from ._errors import Closed, InvalidArgument, LimitExceeded
-from ._jobstate import STATES, Job, JobState, state_of, visible
+from ._jobstate import STATES, Job, JobState, JobStateName, state_of, visible
 from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import Transaction
@@ -208,7 +208,7 @@ class Queue:
             return None
         return self._state(row, now), self._ctx.backend.detail(row.seq)
 
-    def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
+    def jobs(self, state: Optional[JobStateName] = None, group: Optional[str] = None, limit: int = 100,
              after: Optional[str] = None) -> list[JobState]:
         """A page of the queue's jobs in the order of their ids; the next page is ``after=`` the last id.
 
@@ -288,7 +288,7 @@ class Queue:
             raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
         return bool(changed)
 
-    def cancel_many(self, state: Optional[str] = None, group: Optional[str] = None,
+    def cancel_many(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                     ids: Optional[Iterable[str]] = None) -> int:
         """Take away the scheduled, waiting and running jobs that ``jobs(state=, group=)`` lists, each as
         ``cancel`` takes one (JOB-12); with ``ids``, only those of them that have these ids. Returns
@@ -304,7 +304,7 @@ class Queue:
         pick = self._pick("cancel_many", state, group, ids, ("scheduled", "waiting", "running"))
         return self._walk(pick, self._ctx.backend.cancel_chunk)
 
-    def retry_many(self, state: Optional[str] = None, group: Optional[str] = None,
+    def retry_many(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                    ids: Optional[Iterable[str]] = None) -> int:
         """Run again the failed jobs that ``jobs(state="failed", group=)`` lists, each as ``retry`` runs
         one (its attempts from zero); with ``ids``, only those of them that have these ids. Returns how

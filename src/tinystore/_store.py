@@ -8,20 +8,20 @@ import os
 import signal
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence, Unpack
 
 from ._batch import Batch, BatchState, then_job
 from ._batch import state_of as batch_state_of
 from ._clock import Clock
 from ._context import Context
 from ._dead import DeadLooks
-from ._durations import parse_duration
+from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument
 from ._events import Events
 from ._notify import Notices
 from . import _repeat
 from ._outage import Outages
-from ._options import QueueOptions, parse_options
+from ._options import QueueOptionArgs, QueueOptions, parse_options
 from ._queue import Queue, declare
 from ._transaction import Transaction
 from ._values import check_queue_name, from_timestamp, new_id
@@ -33,16 +33,6 @@ from .backends._base import Backend
 log = logging.getLogger("tinystore.store")
 
 MAINTAIN_EVERY = 60.0
-
-
-class _Kept:
-    """An option not given to ``store.queue``: it keeps the value the store keeps."""
-
-    def __repr__(self) -> str:
-        return "kept"
-
-
-KEPT: Any = _Kept()
 
 
 def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None,
@@ -124,14 +114,12 @@ class Store:
 
     # Queues
 
-    def queue(self, name: str, *, concurrency: Any = KEPT, rate: Any = KEPT, group_concurrency: Any = KEPT,
-              group_rate: Any = KEPT, attempts: Any = KEPT, backoff: Any = KEPT, timeout: Any = KEPT,
-              lease: Any = KEPT, dedupe: Any = KEPT, keep: Any = KEPT, **unknown: Any) -> Queue:
+    def queue(self, name: str, **options: Unpack[QueueOptionArgs]) -> Queue:
         """The queue ``name``, with the options given changed for every process.
 
         The options are kept in the store, so every process enforces the same
-        ones; an option not given keeps its kept value (``kept``), or its
-        default for a new queue:
+        ones; an option not given keeps its kept value, or its default for a
+        new queue (their types are ``tinystore.QueueOptionArgs``):
 
         - ``concurrency=None``: live leases of the queue at once, across every process (LIM-01).
         - ``rate=None``: job starts per period, across every process: ``"600/m"``, ``(5, "1s")`` (LIM-03).
@@ -148,13 +136,6 @@ class Store:
         ``timedelta``. A bad option is ``InvalidArgument``, and nothing is kept. A paused queue stays
         paused whatever options are given: only ``Queue.resume`` ends a pause.
         """
-        given = {k: v for k, v in (("concurrency", concurrency), ("rate", rate),
-                                   ("group_concurrency", group_concurrency), ("group_rate", group_rate),
-                                   ("attempts", attempts), ("backoff", backoff), ("timeout", timeout),
-                                   ("lease", lease), ("dedupe", dedupe), ("keep", keep)) if v is not KEPT}
-        return self._queue(name, {**given, **unknown})
-
-    def _queue(self, name: str, options: dict[str, Any]) -> Queue:
         self._ctx.check_open()
         check_queue_name(name)
         with self._lock:
@@ -171,8 +152,9 @@ class Store:
             queue.options = wanted
             return queue
 
-    def schedule(self, name: str, *, cron: Optional[str] = None, every: Any = None, zone: Optional[str] = None,
-                 payload: Any = None, **queue_options: Any) -> Queue:
+    def schedule(self, name: str, *, cron: Optional[str] = None, every: Optional[Duration] = None,
+                 zone: Optional[str] = None, payload: Any = None,
+                 **queue_options: Unpack[QueueOptionArgs]) -> Queue:
         """Declare the schedule ``name``: a queue of that name holding one repeating job whose id is
         ``name``, run at the times of ``cron`` (5-field cron text, in the named ``zone``) or at every
         multiple of ``every`` (a duration) since the UNIX epoch, with ``payload``.

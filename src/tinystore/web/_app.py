@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._errors import Closed, Error, InvalidArgument, Unavailable
+from .._package import read
 from .._store import Store
 from ..metrics import CONTENT_TYPE, prometheus_text
 from . import _views
@@ -46,7 +47,7 @@ SECURITY = {
 
 def build(store: Store, token: str) -> Starlette:
     feed = Feed(store)
-    page = (STATIC / "index.html").read_text("utf-8")
+    page = read(__package__, "static/index.html")
 
     async def index(request: Request) -> Response:
         base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
