@@ -24,7 +24,7 @@ TESTS = Path(__file__).parent
 BACKEND_NEUTRAL = ("contract", "crash", "limits", "schedules")  # the folders whose tests run on every backend
 # The files and folders whose tests take longest, longest first. They start first, so that a run on several
 # worker processes (``-n``, each taking the next test file as it is free) does not end with one file left.
-LONGEST_FIRST = ("test_benchmarks_run.py", "soak", "crash", "limits")
+LONGEST_FIRST = ("test_benchmarks_run.py", "soak", "powercut", "test_docs.py", "crash", "limits")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -98,12 +98,14 @@ def open_store(kit: kits.Kit, target: str) -> Iterator[Callable[..., tinystore.S
 
     On PostgreSQL a process that died is found dead once it has not said it lives for a few seconds (it
     may be connecting again): each open waits until any that died can be (``kit.past_liveness_grace``),
-    so that "the next open" of a test ends their leases as on SQLite. Stores closed leave nothing to wait
-    for."""
+    so that "the next open" of a test ends their leases as on SQLite. ``at_once=True`` opens without that
+    wait, as a restart would: then a store opened within the grace ends those leases as it ends (DUR-03).
+    Stores closed leave nothing to wait for."""
     opened: list[tinystore.Store] = []
 
-    def _open(**kwargs: Any) -> tinystore.Store:
-        kit.past_liveness_grace(target)
+    def _open(at_once: bool = False, **kwargs: Any) -> tinystore.Store:
+        if not at_once:
+            kit.past_liveness_grace(target)
         store = tinystore.open(target, **kwargs)
         opened.append(store)
         return store

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sqlite3
 import time
 import uuid
@@ -249,6 +250,10 @@ class Kit:
     def witnessed(self, target: str) -> list[tuple[int, str, str]]:
         """The witness's rows in the order they were written: (seq, id, claimed or removed)."""
         return [tuple(r) for r in self.app_rows(target, "SELECT seq, id, what FROM witness ORDER BY n")]
+
+    #: Seconds after its death within which a process's leases end (DUR-03), beyond the time a look takes:
+    #: 0 on SQLite; on PostgreSQL the grace in which it may be connecting again (``_keeper.GRACE``).
+    liveness_grace: float = 0.0
 
     def past_liveness_grace(self, target: str) -> None:
         """Wait until every registered process whose liveness is gone can be found dead (DUR-03): at once on
@@ -567,17 +572,29 @@ class PostgresKit(Kit):
         with closing(self._connect(target, autocommit=True)) as conn:
             conn.execute(self._pg(sql).replace("?", "%s"), params)
 
+    @property
+    def liveness_grace(self) -> float:  # type: ignore[override]
+        from tinystore.backends.postgres._keeper import GRACE
+        return GRACE
+
     def past_liveness_grace(self, target: str) -> None:
+        # A process of this machine that is gone (its pid) is waited for too while the server still holds
+        # its lock: for a moment after it was killed, the server has not yet seen its connection close, and
+        # the process looks alive.
         from tinystore.backends.postgres._keeper import GRACE
         if self._rows(target, "SELECT to_regclass(%s)", (f"{self.SCHEMA}.processes",)) == [(None,)]:
             return  # not opened yet
         deadline = time.monotonic() + GRACE + 30
-        while self._rows(target, f"SELECT count(*) FROM {self.SCHEMA}.processes p"
-                                 " WHERE p.alive >= now() - make_interval(secs => %s) AND NOT EXISTS ("
-                                 " SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
-                                 " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-                                 " AND l.objid = p.id::oid AND l.objsubid = 2)", (GRACE,)) != [(0,)]:
-            assert time.monotonic() < deadline, "a dead process's heartbeat never grew old"
+        while True:
+            rows = self._rows(target, f"SELECT p.pid, p.host, p.alive >= now() - make_interval(secs => %s), EXISTS ("
+                                      " SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+                                      " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                                      " AND l.objid = p.id::oid AND l.objsubid = 2)"
+                                      f" FROM {self.SCHEMA}.processes p", (GRACE,))
+            if not any((fresh and not locked) or (locked and host == socket.gethostname() and not _pid_alive(pid))
+                       for pid, host, fresh, locked in rows):
+                return
+            assert time.monotonic() < deadline, f"a dead process was never found dead: {rows}"
             time.sleep(0.05)
 
     def forget_queue_counts(self, target: str) -> None:
@@ -653,3 +670,12 @@ def kit_for(target: str) -> Kit:
         if kind.owns(target):
             return kind()
     raise LookupError(f"no kit owns the target {target!r}")
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process of this machine lives (a zombie, killed and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False

@@ -96,3 +96,30 @@ def test_JOB_09_a_def_handler_past_its_timeout_keeps_its_slot_until_its_thread_r
         release.set()
         store.stop()
     assert ran == ["A", "B"]
+
+
+def check_card(card: str) -> None:
+    raise ValueError(f"card {card} was declined")
+
+
+def test_the_traceback_kept_for_a_failed_attempt_begins_at_the_handler_def_or_async(store: tinystore.Store) -> None:
+    pay = store.queue("pay", attempts=1)
+    pay_async = store.queue("pay-async", attempts=1)
+
+    @pay.work
+    def charge(payload: Any, run: tinystore.Run) -> None:
+        check_card(payload["card"])
+
+    @pay_async.work
+    async def charge_async(payload: Any, run: tinystore.AsyncRun) -> None:
+        check_card(payload["card"])
+
+    pay.add({"card": "4242"}, id="p")
+    pay_async.add({"card": "4242"}, id="p")
+    store.run_until_idle()
+    for queue, handler in ((pay, "charge"), (pay_async, "charge_async")):
+        error = queue.get("p").error
+        frames = [line.strip() for line in error.splitlines() if line.strip().startswith("File ")]
+        assert error.startswith("ValueError: card 4242 was declined\nTraceback (most recent call last):\n"), error
+        assert [f.split(", in ")[1] for f in frames] == [handler, "check_card"], error
+        assert all(__file__ in f for f in frames), error

@@ -59,9 +59,10 @@ class Batch:
 
 @dataclass(frozen=True)
 class BatchState:
-    """What ``store.batch_state(id)`` reads of a batch: how many of its jobs are scheduled, waiting,
-    running, done, failed (for good) and cancelled (``total`` joined it), whether it is ``closed``, and
-    its then job's queue and, once added, id."""
+    """What ``store.batch_state(id)`` reads of a batch (``id``): how many of its jobs are ``scheduled``,
+    ``waiting``, ``running``, ``done``, ``failed`` (for good) and ``cancelled`` (``total`` joined it),
+    whether it is ``closed``, and its then job's queue (``then_queue``) and, once added, id
+    (``then_id``)."""
 
     id: str
     closed: bool

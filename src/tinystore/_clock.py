@@ -26,6 +26,7 @@ class Clock:
     """The system clock."""
 
     def now(self) -> float:
+        """The time now, in UNIX seconds."""
         return time.time()
 
     def call_later(self, loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], Any]) -> Any:
@@ -34,6 +35,8 @@ class Clock:
         return _WallTimer(self, loop, max(0.0, delay), callback)
 
     async def sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds, or until ``now()`` reads ``delay`` past what it reads now, whichever is
+        first."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
         handle = self.call_later(loop, delay, lambda: done.done() or done.set_result(None))

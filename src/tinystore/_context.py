@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ._clock import Clock
+from ._dead import DeadLooks
 from ._errors import Closed
 from ._events import Events
 from ._notify import Notices
@@ -16,14 +17,15 @@ from .backends._base import Backend
 @dataclass
 class Context:
     """The backend a store talks to, its clock, this process's registration (``owner``, which every
-    lease names), the notices of its commits, the outages its background tasks ride out, and who
-    observes its jobs (``_events``; None when nobody does)."""
+    lease names), the notices of its commits, the outages its background tasks ride out, its looks for
+    dead processes (``_dead``), and who observes its jobs (``_events``; None when nobody does)."""
 
     backend: Backend
     clock: Clock
     owner: int
     notices: Notices
     outages: Outages
+    looks: DeadLooks
     closed: bool = False
     events: Optional[Events] = None
 

@@ -15,7 +15,7 @@ from typing import Union
 from ._errors import InvalidArgument
 
 Duration = Union[str, int, float, timedelta]
-Rate = Union[str, tuple]
+Rate = Union[str, tuple[int, Duration]]  # "600/m", or (count, period)
 
 MAX_DURATION = 365_250 * 86400.0  # 1000 years
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -36,16 +36,14 @@ def parse_duration(value: Duration, what: str = "duration") -> float:
             seconds = float("inf")
     elif isinstance(value, str):
         text = value.strip()
-        pos, seconds = 0, 0.0
-        for match in _PART.finditer(text):
-            if match.start() != pos:
-                break
-            seconds += float(match.group(1)) * _UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(text) or not text:
+        parsed = _text_seconds(text)
+        if parsed is None and text.startswith("-") and _text_seconds(text[1:]) is not None:
+            raise InvalidArgument(f"{what} {value!r} is negative: a duration is zero or more, such as '30s'")
+        if parsed is None:
             raise InvalidArgument(
                 f"{what} {value!r} is not a duration such as '500ms', '30s', '10m', '1h30m' or '7d'"
             )
+        seconds = parsed
     else:
         raise InvalidArgument(f"{what} must be a duration, not {type(value).__name__} {value!r}")
     if seconds != seconds or seconds < 0 or seconds == float("inf"):
@@ -54,6 +52,17 @@ def parse_duration(value: Duration, what: str = "duration") -> float:
         raise InvalidArgument(f"{what} {value!r} is longer than a duration may be: at most 1000 years "
                               f"(365250d, {MAX_DURATION:.0f} seconds)")
     return seconds
+
+
+def _text_seconds(text: str) -> float | None:
+    """Seconds of a duration's text ("1h30m"), or None where it is not one."""
+    pos, seconds = 0, 0.0
+    for match in _PART.finditer(text):
+        if match.start() != pos:
+            break
+        seconds += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    return seconds if text and pos == len(text) else None
 
 
 def parse_rate(value: Rate, what: str = "rate") -> tuple[int, float]:

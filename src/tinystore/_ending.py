@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import traceback
+from types import TracebackType
 from typing import Any, Optional
 
 from ._answers import Fail, Retry, Snooze
@@ -29,10 +31,22 @@ NO_SETTLEMENT = object()  # the attempt lost its lease: whatever it answered set
 LOST = object()  # it was stopped past the grace period: the next attempt takes over
 
 
+PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def describe(exc: BaseException) -> str:
-    """An attempt's error: the exception's type and message, then its traceback."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    """An attempt's error: the exception's type and message, then its traceback from the handler on."""
+    tb = "".join(traceback.format_exception(type(exc), exc, from_handler(exc.__traceback__)))
     return f"{type(exc).__name__}: {exc}\n{tb}"
+
+
+def from_handler(tb: Optional[TracebackType]) -> Optional[TracebackType]:
+    """``tb`` without its first frames of tinystore's own (the worker's, which called the handler): it
+    begins at the handler. Where every frame is tinystore's, all of them."""
+    first = tb
+    while first is not None and first.tb_frame.f_code.co_filename.startswith(PACKAGE):
+        first = first.tb_next
+    return first or tb
 
 
 def answer_of(queue: str, a: Attempt, answer: Any, exc: Optional[BaseException], timeout: Optional[float]) -> Any:

@@ -22,18 +22,24 @@ from __future__ import annotations
 class Error(Exception):
     """Base class of every error tinystore raises.
 
-    ``queue`` and ``job_id`` name what the error is about, where it is about a job.
+    ``queue`` and ``job_id`` name what the error is about, where it is about a job. An error about a job
+    being added without an id says "a new job" (``new_job``), its ``job_id`` None: the id tinystore would
+    have made for it is one the caller never saw.
     """
 
-    def __init__(self, message: str, *, queue: str | None = None, job_id: str | None = None):
+    def __init__(self, message: str, *, queue: str | None = None, job_id: str | None = None,
+                 new_job: bool = False):
         where = []
         if queue is not None:
             where.append(f"queue {queue!r}")
         if job_id is not None:
             where.append(f"job {job_id!r}")
+        elif new_job:
+            where.append("a new job")
         super().__init__(f"{message} ({', '.join(where)})" if where else message)
         self.queue = queue
         self.job_id = job_id
+        self.message = message  # without the queue and job it names
 
 
 class InvalidArgument(Error, ValueError):
@@ -64,7 +70,7 @@ class ReadOnly(Error):
 class Unavailable(Error):
     """The store cannot be written now, and nothing was written: the same call may work later.
 
-    Workers retry these themselves (see README, "Running in production").
+    Workers retry these themselves (see the manual's "Run workers in production").
     """
 
 

@@ -11,7 +11,7 @@ from ._batch import Batch
 from ._context import Context
 from ._durations import Duration, parse_duration
 from ._errors import Closed, InvalidArgument, LimitExceeded
-from ._jobstate import STATES, Job, JobState, state_of, visible
+from ._jobstate import STATES, Job, JobState, JobStateName, state_of, visible
 from ._options import QueueOptions
 from ._repeat import Repeat
 from ._transaction import AsyncTransaction, Transaction
@@ -138,8 +138,7 @@ class Queue:
     def _joining(self, jobs: list[NewJob], batch: Any) -> list[NewJob]:
         """The jobs as members of ``batch`` (a Batch or its id); a repeating job never ends, so joins none."""
         id = batch.id if isinstance(batch, Batch) else batch
-        job_id = jobs[0].id if len(jobs) == 1 else None
-        check_text_id(id, "batch", self.name, job_id)
+        check_text_id(id, "batch", self.name)
         for job in jobs:
             if job.repeat is not None:
                 raise InvalidArgument(f"a repeating job never ends, so it cannot join batch {id!r}",
@@ -153,35 +152,45 @@ class Queue:
                              "where they must commit together", queue=self.name)
 
     def _new_job(self, job: Job, now: float) -> NewJob:
-        id = check_text_id(job.id, "id", self.name) if job.id is not None else new_id(now)
-        group = check_text_id(job.group, "group", self.name, id) if job.group is not None else None
+        if job.id is not None:
+            return self._checked(job, check_text_id(job.id, "id", self.name), now)
+        try:
+            return self._checked(job, new_id(now), now)
+        except InvalidArgument as exc:  # the id tinystore made is one the caller never saw: "a new job"
+            raise type(exc)(exc.message, queue=self.name, new_job=True) from None
+
+    def _checked(self, job: Job, id: str, now: float) -> NewJob:
+        """``job`` as written, its values checked; errors name the job by the id the caller gave, if any."""
+        named = job.id
+        group = check_text_id(job.group, "group", self.name, named) if job.group is not None else None
         if job.at is not None and job.delay is not None:
-            raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=id)
+            raise InvalidArgument("give at= or delay=, not both", queue=self.name, job_id=named)
         if job.repeat is not None:
             if job.id is None:
                 raise InvalidArgument("a repeating job needs an id=, by which it is found and cancelled",
                                       queue=self.name)
             if not isinstance(job.repeat, Repeat):
                 raise InvalidArgument(f"repeat={job.repeat!r} must be tinystore.cron(...) or tinystore.every(...)",
-                                      queue=self.name, job_id=id)
+                                      queue=self.name, job_id=named)
         if job.repeat is not None and job.at is None and job.delay is None:
             try:
                 due = job.repeat.next_after(now)
             except InvalidArgument as exc:
-                raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
+                raise InvalidArgument(str(exc), queue=self.name, job_id=named) from None
         elif job.at is not None:
-            due = to_timestamp(job.at, self.name, id)
+            due = to_timestamp(job.at, self.name, named)
         elif job.delay is not None:
             try:
                 delay = parse_duration(job.delay, "delay")
             except InvalidArgument as exc:
-                raise InvalidArgument(str(exc), queue=self.name, job_id=id) from None
-            due = check_time(now + delay, f"now plus delay={job.delay!r}", self.name, id)
+                raise InvalidArgument(str(exc), queue=self.name, job_id=named) from None
+            due = check_time(now + delay, f"now plus delay={job.delay!r}", self.name, named)
         else:
-            due = check_time(now, "now, by the store's clock,", self.name, id)
+            due = check_time(now, "now, by the store's clock,", self.name, named)
         repeat = job.repeat.stored() if job.repeat is not None else None
-        priority = check_priority(job.priority, self.name, id)
-        return NewJob(id, encode_json(job.payload, "payload", self.name, id), group, due, repeat, priority)
+        priority = check_priority(job.priority, self.name, named)
+        payload = encode_json(job.payload, "payload", self.name, named)
+        return NewJob(id, payload, group, due, repeat, priority, named=named is not None)
 
     def _target(self, tx: Optional[Transaction], conn: Any) -> Optional[Transaction]:
         """The transaction an add runs in: the store's, the application's connection's, or None for its own."""
@@ -236,7 +245,7 @@ class Queue:
             return None
         return self._state(row, now), self._ctx.backend.detail(row.seq)
 
-    def jobs(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
+    def jobs(self, state: Optional[JobStateName] = None, group: Optional[str] = None, limit: int = 100,
              after: Optional[str] = None) -> list[JobState]:
         """A page of the queue's jobs in the order of their ids; the next page is ``after=`` the last id.
 
@@ -245,7 +254,7 @@ class Queue:
         """
         return resolved(self._jobs(state, group, limit, after))
 
-    async def jobs_async(self, state: Optional[str] = None, group: Optional[str] = None, limit: int = 100,
+    async def jobs_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None, limit: int = 100,
                          after: Optional[str] = None) -> list[JobState]:
         """``jobs`` for ``await``: the read runs in a thread, not on the loop."""
         return await awaited(self._jobs(state, group, limit, after))
@@ -306,8 +315,9 @@ class Queue:
 
     # Pausing
 
-    def pause(self) -> None:
-        """Stop every process from starting the queue's jobs; returns once the pause is kept.
+    def pause(self) -> bool:
+        """Stop every process from starting the queue's jobs; returns once the pause is kept: True, or
+        False where the queue was paused already (nothing changed).
 
         Every claim reads the pause in its own transaction, so no claim that
         begins after this returns starts a job of the queue, in any process;
@@ -317,19 +327,20 @@ class Queue:
         times it missed). Declaring the queue again (``store.queue`` with
         options) keeps the pause: only ``resume`` ends it.
         """
-        resolved(self._set_paused(True))
+        return resolved(self._set_paused(True))
 
-    async def pause_async(self) -> None:
+    async def pause_async(self) -> bool:
         """``pause`` for ``await``."""
-        await awaited(self._set_paused(True))
+        return await awaited(self._set_paused(True))
 
-    def resume(self) -> None:
-        """End a pause: the queue's due jobs start again in every process, in start order (JOB-01)."""
-        resolved(self._set_paused(False))
+    def resume(self) -> bool:
+        """End a pause: the queue's due jobs start again in every process, in start order (JOB-01). True, or
+        False where the queue was not paused (nothing changed)."""
+        return resolved(self._set_paused(False))
 
-    async def resume_async(self) -> None:
+    async def resume_async(self) -> bool:
         """``resume`` for ``await``."""
-        await awaited(self._set_paused(False))
+        return await awaited(self._set_paused(False))
 
     @property
     def paused(self) -> bool:
@@ -338,12 +349,14 @@ class Queue:
         kept = self._ctx.backend.load_options(self.name)
         return kept is not None and kept.paused
 
-    def _set_paused(self, paused: bool) -> "Steps[None]":
+    def _set_paused(self, paused: bool) -> "Steps[bool]":
         self._ctx.check_open()
-        if not (yield self._ctx.backend.set_paused(self.name, paused)):
+        changed = yield self._ctx.backend.set_paused(self.name, paused)
+        if changed is None:
             raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
+        return bool(changed)
 
-    def cancel_many(self, state: Optional[str] = None, group: Optional[str] = None,
+    def cancel_many(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                     ids: Optional[Iterable[str]] = None) -> int:
         """Take away the scheduled, waiting and running jobs that ``jobs(state=, group=)`` lists, each as
         ``cancel`` takes one (JOB-12); with ``ids``, only those of them that have these ids. Returns
@@ -358,7 +371,7 @@ class Queue:
         """
         return resolved(self._cancel_many(state, group, ids))
 
-    async def cancel_many_async(self, state: Optional[str] = None, group: Optional[str] = None,
+    async def cancel_many_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                                 ids: Optional[Iterable[str]] = None) -> int:
         """``cancel_many`` for ``await``. A task cancelled while it awaits leaves the chunks committed
         before it as they are, and no chunk half done."""
@@ -368,7 +381,7 @@ class Queue:
         pick = yield from self._pick("cancel_many", state, group, ids, ("scheduled", "waiting", "running"))
         return (yield from self._walk(pick, self._ctx.backend.cancel_chunk))
 
-    def retry_many(self, state: Optional[str] = None, group: Optional[str] = None,
+    def retry_many(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                    ids: Optional[Iterable[str]] = None) -> int:
         """Run again the failed jobs that ``jobs(state="failed", group=)`` lists, each as ``retry`` runs
         one (its attempts from zero); with ``ids``, only those of them that have these ids. Returns how
@@ -377,7 +390,7 @@ class Queue:
         """
         return resolved(self._retry_many(state, group, ids))
 
-    async def retry_many_async(self, state: Optional[str] = None, group: Optional[str] = None,
+    async def retry_many_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                                ids: Optional[Iterable[str]] = None) -> int:
         """``retry_many`` for ``await``, as ``cancel_many_async`` is ``cancel_many``'s."""
         return await awaited(self._retry_many(state, group, ids))
@@ -457,12 +470,28 @@ class Queue:
         Where ``payload`` is annotated with a dataclass or a pydantic model,
         the handler gets an instance of it; a job whose payload no longer
         fits the type fails for good, saying why, and the queue goes on.
+
+        A queue has one handler: registering another function for it is
+        ``InvalidArgument`` naming both, and the first stays. Registering the
+        same function again (or one equal to it) keeps one.
         """
         if not callable(handler):
             raise InvalidArgument(f"the handler must be callable, not {handler!r}", queue=self.name)
+        if self.handler is not None and self.handler != handler:
+            raise InvalidArgument(f"the queue already has a handler, {_name_of(self.handler)}: a queue has one, so "
+                                  f"{_name_of(handler)} is not registered", queue=self.name)
         self.handler = handler
         self.decode = decoder(handler)
         return handler
+
+
+def _name_of(handler: Callable[..., Any]) -> str:
+    """A handler as an error names it: its module and qualified name, where it has them."""
+    name = getattr(handler, "__qualname__", None)
+    if name is None:  # a callable object
+        return repr(handler)
+    module = getattr(handler, "__module__", None)
+    return f"{module}.{name}" if module else name
 
 
 def declare(queue: Queue, payload: Any, rule: Repeat) -> JobState:

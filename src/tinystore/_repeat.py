@@ -90,7 +90,10 @@ class Repeat:
 
 
 class Cron(Repeat):
-    """Cron text read as local wall times in a named IANA zone, as ``tinystore.cron(text, zone=)`` makes it."""
+    """Cron text read as local wall times in a named IANA zone, as ``tinystore.cron(text, zone=)`` makes it.
+
+    ``text`` is the cron text, its fields separated by single spaces; ``zone`` the zone's name.
+    """
 
     __slots__ = ("text", "zone", "_tz", "_minutes", "_hours", "_hour_ends", "_doms", "_dom_list", "_months",
                  "_dows", "_either_day", "_every_hour")
@@ -138,6 +141,7 @@ class Cron(Repeat):
         return f"tinystore.cron({self.text!r}, zone={self.zone!r})"
 
     def next_after(self, t: float) -> float:
+        """The first local time the cron text matches strictly after the UNIX time ``t``, in UNIX seconds."""
         try:
             day = datetime.fromtimestamp(t, self._tz).date()
         except (OverflowError, ValueError):  # t is past the last day a datetime has
@@ -266,6 +270,7 @@ class Every(Repeat):
         return f"tinystore.every({json.loads(self._stored)['every']!r})"
 
     def next_after(self, t: float) -> float:
+        """The first multiple of ``seconds`` strictly after the UNIX time ``t``."""
         size = self.seconds
         count = math.floor(t / size) + 1
         # t / size is rounded: step to the first multiple past t, which is at most one away.

@@ -78,6 +78,8 @@ class _RunBase:
 
     @property
     def cancelled(self) -> bool:
+        """True once this attempt should stop: its timeout passed, its job was cancelled, or its lease could
+        not be renewed. A ``def`` handler, which cannot be stopped from outside, looks at it (JOB-09)."""
         return self._record.cancelled
 
     def __repr__(self) -> str:
@@ -85,6 +87,8 @@ class _RunBase:
 
     @property
     def lease(self) -> tuple[int, int]:
+        """The lease this attempt holds, as the job's row number and the attempt: what every settlement and
+        step of the attempt names, so that one from a lease lost changes nothing (JOB-05)."""
         return (self._seq, self.attempt)
 
     def retry(self, delay: Duration) -> Retry:

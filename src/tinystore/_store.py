@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence, Unpack
 
 from ._awaiting import Steps, awaited, resolved
 
@@ -16,13 +16,14 @@ from ._batch import Batch, BatchState, then_job
 from ._batch import state_of as batch_state_of
 from ._clock import Clock
 from ._context import Context
-from ._durations import parse_duration
+from ._dead import DeadLooks
+from ._durations import Duration, parse_duration
 from ._errors import InvalidArgument
 from ._events import Events
 from ._notify import Notices
 from . import _repeat
 from ._outage import Outages
-from ._options import QueueOptions, parse_options
+from ._options import QueueOptionArgs, QueueOptions, parse_options
 from ._queue import Queue, declare
 from ._lanes import Lanes, transaction_in_lane
 from ._transaction import AsyncTransaction, Transaction
@@ -37,20 +38,21 @@ log = logging.getLogger("tinystore.store")
 MAINTAIN_EVERY = 60.0
 
 
-class _Kept:
-    """An option not given to ``store.queue``: it keeps the value the store keeps."""
-
-    def __repr__(self) -> str:
-        return "kept"
-
-
-KEPT: Any = _Kept()
-
-
 def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: Optional[Clock] = None,
          lock_timeout: Any = LOCK_TIMEOUT, schema: Optional[str] = None, direct: Optional[str] = None) -> "Store":
     """Open the store in a SQLite file, or in a PostgreSQL database given by its URL
     (``postgresql://user@host:5432/db``), creating the file and tinystore's tables where absent.
+
+    As in sqlite3 and SQLAlchemy, ``"sqlite:///app.db"`` is the file
+    ``app.db`` of the working folder and ``"sqlite:////srv/app.db"`` the file
+    ``/srv/app.db``. ``":memory:"`` (or ``"sqlite://"``,
+    ``"sqlite:///:memory:"``) is a store for tests: it leaves no file where
+    the application runs, nothing is synced to the disk (``durability`` is
+    "off" whatever is given), workers of this process serve it, every
+    contract but durability holds, and ``close`` removes all of it. Each
+    such open is a store of its own, which no other process can reach. (It
+    is a SQLite file in a private temporary folder: SQLite's own in-memory
+    database belongs to one connection, and a store uses several.)
 
     On PostgreSQL tinystore's tables are in their own schema: ``tinystore``,
     or ``schema`` where given; the application's tables are never touched.
@@ -90,7 +92,8 @@ class Store:
         except BaseException:  # no space, a lock held too long: leave nothing running behind
             backend.close()
             raise
-        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages)
+        self._ctx = Context(backend, clock, owner, Notices(backend, outages), outages, DeadLooks(backend, clock))
+        self._ctx.looks.arm()  # those that register's look left suspect are looked at again as their grace ends
         self._queues: dict[str, Queue] = {}
         self._lock = threading.Lock()
         self._watches = Watches(self._ctx)
@@ -115,14 +118,12 @@ class Store:
 
     # Queues
 
-    def queue(self, name: str, *, concurrency: Any = KEPT, rate: Any = KEPT, group_concurrency: Any = KEPT,
-              group_rate: Any = KEPT, attempts: Any = KEPT, backoff: Any = KEPT, timeout: Any = KEPT,
-              lease: Any = KEPT, dedupe: Any = KEPT, keep: Any = KEPT, **unknown: Any) -> Queue:
+    def queue(self, name: str, **options: Unpack[QueueOptionArgs]) -> Queue:
         """The queue ``name``, with the options given changed for every process.
 
         The options are kept in the store, so every process enforces the same
-        ones; an option not given keeps its kept value (``kept``), or its
-        default for a new queue:
+        ones; an option not given keeps its kept value, or its default for a
+        new queue (their types are ``tinystore.QueueOptionArgs``):
 
         - ``concurrency=None``: live leases of the queue at once, across every process (LIM-01).
         - ``rate=None``: job starts per period, across every process: ``"600/m"``, ``(5, "1s")`` (LIM-03).
@@ -139,13 +140,6 @@ class Store:
         ``timedelta``. A bad option is ``InvalidArgument``, and nothing is kept. A paused queue stays
         paused whatever options are given: only ``Queue.resume`` ends a pause.
         """
-        given = {k: v for k, v in (("concurrency", concurrency), ("rate", rate),
-                                   ("group_concurrency", group_concurrency), ("group_rate", group_rate),
-                                   ("attempts", attempts), ("backoff", backoff), ("timeout", timeout),
-                                   ("lease", lease), ("dedupe", dedupe), ("keep", keep)) if v is not KEPT}
-        return self._queue(name, {**given, **unknown})
-
-    def _queue(self, name: str, options: dict[str, Any]) -> Queue:
         self._ctx.check_open()
         check_queue_name(name)
         with self._lock:
@@ -162,8 +156,9 @@ class Store:
             queue.options = wanted
             return queue
 
-    def schedule(self, name: str, *, cron: Optional[str] = None, every: Any = None, zone: Optional[str] = None,
-                 payload: Any = None, **queue_options: Any) -> Queue:
+    def schedule(self, name: str, *, cron: Optional[str] = None, every: Optional[Duration] = None,
+                 zone: Optional[str] = None, payload: Any = None,
+                 **queue_options: Unpack[QueueOptionArgs]) -> Queue:
         """Declare the schedule ``name``: a queue of that name holding one repeating job whose id is
         ``name``, run at the times of ``cron`` (5-field cron text, in the named ``zone``) or at every
         multiple of ``every`` (a duration) since the UNIX epoch, with ``payload``.
@@ -311,7 +306,7 @@ class Store:
 
         ``progress``, where given, is called with the count removed so far after each batch. On SQLite,
         where the store's last look for damage is a day old, this looks again (``integrity_check`` of
-        tinystore's tables, logged; see README, "A damaged file").
+        tinystore's tables, logged; see the manual's "The command line", "A damaged file").
         """
         self._ctx.check_open()
         return {"removed": self._backend.maintain(self.clock.now(), 500, progress)}
@@ -474,6 +469,7 @@ class Store:
             finished.wait()
         self._ctx.closed = True
         self._lanes.close()
+        self._ctx.looks.close()
         self._watches.close()
         self._backend.close()
 

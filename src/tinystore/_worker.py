@@ -13,7 +13,9 @@ loop reads nothing from the database: writes are awaited (a local SQLite
 file may commit one on the loop's thread, see ``backends/_base``), and what a
 worker must know (the options kept, the leases still held) comes back with
 the result of a write. Every few seconds the worker asks the backend to end
-the leases of processes that died (DUR-03).
+the leases of processes that died (DUR-03); one within its grace is looked
+at again as it ends (``_dead``), and ``run_until_idle`` waits for that where
+it holds leases of the queues served.
 
 Claim cycles, renewals and maintenance ride out a store that cannot be
 written for a while (``_outage``): they retry, logged once per outage. A
@@ -177,10 +179,9 @@ class Worker:
         await self._every(period, "maintenance", lambda: ctx.backend.maintain(ctx.clock.now(), 500))
 
     async def _end_dead(self) -> None:
-        """End the leases of processes that died, every LIVENESS_EVERY seconds, in a thread (DUR-03)."""
-        ctx = self.ctx
-        await self._every(LIVENESS_EVERY, "ending the leases of processes that died",
-                          lambda: ctx.backend.end_dead(ctx.clock.now()))
+        """End the leases of processes that died, every LIVENESS_EVERY seconds, in a thread (DUR-03); one
+        still within its grace is looked at again as it ends (``_dead``)."""
+        await self._every(LIVENESS_EVERY, "ending the leases of processes that died", self.ctx.looks.look)
 
     async def _every(self, period: float, what: str, task: Callable[[], Any]) -> None:
         """Run ``task`` in a thread every ``period`` of the store's clock; through an outage, retry."""
@@ -271,15 +272,24 @@ class Worker:
         self._raise_failure()
 
     async def run_until_idle(self) -> None:
-        """Run what is due now, in rounds, until a round finds nothing to claim."""
+        """Run what is due now, in rounds, until a round finds nothing to claim and no process suspected
+        dead holds a lease of these queues (DUR-03): one is waited for until its grace ends, and its
+        leases ended then run here too."""
         listener = await self._subscribe()
         self.renewals.start()  # a long handler keeps its lease here too
+        names = [r.queue.name for r in self.runners]
         try:
-            while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
-                if self.stopping.is_set():
+            while True:
+                while sum(await asyncio.gather(*(r.serve(until_idle=True) for r in self.runners))):
+                    if self.stopping.is_set():
+                        break
+                    self._claim_again()
+                due = self.ctx.backend.dead_due(names)
+                if due is None or self.stopping.is_set():
                     break
-                for r in self.runners:
-                    r.maybe_due = True
+                await asyncio.sleep(due)  # the grace is the server's time, never a fake clock's
+                await asyncio.get_running_loop().run_in_executor(None, self.ctx.looks.look)
+                self._claim_again()
         except CannotGoOn as stop:
             self.failure = self.failure or stop
         finally:
@@ -287,6 +297,11 @@ class Worker:
             self.ctx.notices.unsubscribe(listener)
             self.threads.shutdown(wait=True)
         self._raise_failure()
+
+    def _claim_again(self) -> None:
+        """Every runner tries a claim in its next round, whatever it knows of its queue's due times."""
+        for r in self.runners:
+            r.maybe_due = True
 
     def stop(self) -> None:
         """Stop claiming; handlers finish within the grace period. Call on the worker's loop."""

@@ -55,9 +55,12 @@ class FakeClock(Clock):
         self._listeners: list[Callable[[], None]] = []
 
     def now(self) -> float:
+        """The fake time, in UNIX seconds: where ``advance`` and ``set`` left it."""
         return self._now
 
     def call_later(self, loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], Any]) -> _Timer:
+        """Call ``callback`` on ``loop`` once ``advance`` or ``set`` has let ``delay`` seconds pass; returns
+        a handle with ``cancel()``."""
         timer = _Timer()
         delay = max(0.0, delay)
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from clitools import App
+from clitools import App, one_error_line
 
 
 def add(app: App, *args: str, input: str | None = None) -> dict:
@@ -61,3 +61,14 @@ def test_add_with_a_priority_keeps_it_and_jobs_and_show_display_it(app: App) -> 
     assert shown.returncode == 0 and any(line.split() == ["priority", "10"] for line in shown.stdout.splitlines())
     refused = app.cli("add", app.db, "echo", "null", "--id", "too-high", "--priority", "101")
     assert refused.returncode != 0 and "priority" in refused.stderr and echo.get("too-high") is None
+
+
+def test_add_with_a_negative_delay_says_a_duration_is_zero_or_more_and_adds_nothing(app: App) -> None:
+    echo = app.open().queue("echo")
+    delay, every = app.cli_all(["add", app.db, "echo", "{}", "--delay", "-5m"],
+                               ["add", app.db, "echo", "{}", "--id", "tick", "--every", "-1h"])
+    assert one_error_line(delay) == ("tinystore: error: delay '-5m' is negative: a duration is zero or more, "
+                                     "such as '30s' (queue 'echo', a new job)")
+    assert delay.returncode == 2 and delay.stdout == ""
+    assert "'-1h' is negative: a duration is zero or more" in one_error_line(every)
+    assert echo.jobs() == []

@@ -12,7 +12,7 @@ def test_pause_and_resume_a_named_queue_for_every_process_and_status_shows_it(ap
     mail = mail_queue(app)
     result = app.cli("pause", app.db, "mail", "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"paused": ["mail"]}
+    assert json.loads(result.stdout) == {"paused": ["mail"], "unchanged": []}
     assert mail.paused is True and app.open().queue("echo").paused is False
 
     status = app.cli("status", app.db, "--json")
@@ -36,8 +36,20 @@ def test_pause_and_resume_without_a_queue_act_on_every_queue(app: App) -> None:
     assert result.stdout.splitlines() == [f"queue {name} paused" for name in names]
     assert all(store.queue(name).paused for name in names)
     result = app.cli("resume", app.db, "--json")
-    assert json.loads(result.stdout) == {"resumed": names}
+    assert json.loads(result.stdout) == {"resumed": names, "unchanged": []}
     assert not any(store.queue(name).paused for name in names)
+
+
+def test_resume_of_a_queue_not_paused_and_pause_of_a_paused_one_say_nothing_changed(app: App) -> None:
+    mail = mail_queue(app)
+    resumed = app.cli("resume", app.db, "mail")
+    assert (resumed.returncode, resumed.stdout) == (0, "queue mail was not paused: nothing changed\n")
+    assert json.loads(app.cli("resume", app.db, "mail", "--json").stdout) == {"resumed": [], "unchanged": ["mail"]}
+    assert mail.paused is False
+    assert app.cli("pause", app.db, "mail").stdout == "queue mail paused\n"
+    paused = app.cli("pause", app.db, "mail", "echo", "--json")
+    assert json.loads(paused.stdout) == {"paused": ["echo"], "unchanged": ["mail"]}
+    assert app.cli("pause", app.db, "mail").stdout == "queue mail was paused already: nothing changed\n"
 
 
 def test_a_queue_the_store_does_not_keep_is_refused_naming_it_and_nothing_is_paused(app: App) -> None:

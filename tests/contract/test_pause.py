@@ -75,6 +75,16 @@ def test_PAU_01_a_pause_is_kept_in_the_store_and_read_by_every_open(store, open_
     assert other.paused is False
 
 
+def test_PAU_01_pause_and_resume_return_whether_they_changed_the_queue(store, open_store, clock):
+    q = store.queue("reports")
+    other = open_store(clock=clock).queue("reports")
+    assert q.resume() is False  # it was not paused
+    assert q.pause() is True
+    assert other.pause() is False  # paused already, by another open
+    assert other.resume() is True
+    assert q.resume() is False and q.paused is False
+
+
 def test_PAU_02_running_jobs_of_a_paused_queue_go_on_renew_their_leases_and_settle(store, kit, target, clock):
     q = store.queue("reports", lease="30s", dedupe="1d")
     began, release = threading.Event(), threading.Event()

@@ -35,3 +35,29 @@ def test_a_worker_claims_by_the_options_the_store_keeps_and_leaves_the_queue_obj
     assert q.options.attempts == 5  # what this process gave; nobody changed it behind its back
     q.reload()
     assert q.options.attempts == 1
+
+
+SENT: list[str] = []
+
+
+def send_mail(payload, run):
+    SENT.append(f"{run.id} by send_mail")
+
+
+def send_mail_again(payload, run):
+    SENT.append(f"{run.id} by send_mail_again")
+
+
+def test_a_second_handler_for_a_queue_is_refused_naming_the_queue_and_both_functions_and_the_first_stays(store):
+    mail = store.queue("mail")
+    mail.work(send_mail)
+    with pytest.raises(tinystore.InvalidArgument) as refused:
+        mail.work(send_mail_again)
+    message = str(refused.value)
+    assert refused.value.queue == "mail" and "'mail'" in message
+    assert f"{__name__}.send_mail:" in message and f"{__name__}.send_mail_again is not registered" in message
+    assert store.queue("mail").work(send_mail) is send_mail  # the same function again changes nothing
+    SENT.clear()
+    mail.add({}, id="m")
+    store.run_until_idle()
+    assert SENT == ["m by send_mail"]

@@ -91,8 +91,6 @@ def test_SPEC_9_a_payload_that_no_longer_fits_fails_its_job_for_good_and_the_que
 
 def test_SPEC_9_a_pydantic_payload_that_no_longer_fits_says_which_field(store: tinystore.Store) -> None:
     q = store.queue("invoices")
-    q.work(lambda payload, run: None)  # no annotation: plain JSON, any shape
-
     @q.work
     def send(payload: Invoice, run: tinystore.Run) -> None:
         pass

@@ -108,6 +108,16 @@ class Lab:
         """The live leases the registration ``owner`` holds."""
         return [lease for lease in self.kit.leases(self.target) if lease.owner == owner]
 
+    def until_leases_ended(self, owner: int, since: float, within: float) -> float:
+        """Wait until the registration ``owner`` holds no lease and is gone (DUR-03: its process died, and a
+        process that opened or serves the store found it dead); returns the seconds since ``since`` (a
+        ``time.monotonic()``), and fails once more than ``within`` passed first."""
+        while self.leases_of(owner) or any(p.id == owner for p in self.kit.registered_processes(self.target)):
+            waited = time.monotonic() - since
+            assert waited < within, f"process #{owner} still held {len(self.leases_of(owner))} leases {waited:.1f}s on"
+            time.sleep(0.05)
+        return time.monotonic() - since
+
     def assert_sound(self, finished: Iterable[tuple[str, str]] = ()) -> None:
         """No attempt ran twice, every end follows its start, and each ``(queue, id)`` in ``finished`` ran to its end."""
         runs = self.runs()

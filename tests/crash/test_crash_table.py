@@ -25,7 +25,9 @@ from helpers import kill_child, lines_of, wait_child, wait_for_line
 
 LOST = "lease ended without a settlement"
 KILLED = -signal.SIGKILL
-AT_ONCE = 10.0  # seconds an open may take to end a dead process's leases; the lease itself lasts 30
+# Seconds a look may take to end a dead process's leases, beyond the backend's grace (kit.liveness_grace: on
+# PostgreSQL a process whose sessions ended may be connecting again for a few seconds); a lease lasts 30.
+AT_ONCE = 10.0
 
 
 def test_DUR_02_a_kill_in_the_middle_of_adding_promised_nothing_and_get_says_whether_each_job_exists(lab, open_store):
@@ -88,19 +90,19 @@ def test_DUR_03_the_next_open_ends_the_lease_of_a_process_killed_while_its_handl
     first = lab.worker("q:sync", serve=True)
     wait_for_line(first, "started job-1 1")  # the handler runs attempt 1, and blocks
 
+    owner = lab.owner_of(first.pid)
     lease = [lease for lease in lab.kit.leases(lab.target) if lease.id == "job-1"]
-    assert len(lease) == 1 and lease[0].attempt == 1 and lease[0].owner == lab.owner_of(first.pid)
+    assert len(lease) == 1 and lease[0].attempt == 1 and lease[0].owner == owner
     assert lease[0].expires > time.time() + 20  # left alone, this lease would hold the job for ~30 s more
     assert kill_child(first) == KILLED
+    killed = time.monotonic()
     # as the store holds it (no open since the kill, nothing recovered)
     assert [(r.state, r.attempt) for r in lab.kit.job_rows(lab.target) if r.id == "job-1"] == [("running", 1)]
-    lab.kit.past_liveness_grace(lab.target)  # PostgreSQL: a few seconds after it died (it may be reconnecting)
 
-    began = time.monotonic()
-    store = open_store()  # the next open
+    store = open_store(at_once=True)  # the next open, right after the kill, as a restart makes it
+    lab.until_leases_ended(owner, killed, within=lab.kit.liveness_grace + AT_ONCE)  # by this open: nobody serves
     q = store.queue("q")
     job = q.get("job-1")
-    assert time.monotonic() - began < AT_ONCE
     assert (job.state, job.attempt) == ("waiting", 1)  # the lease ended at once, its attempt counted
     assert LOST in job.error
     assert lab.kit.leases(lab.target) == []
@@ -135,6 +137,37 @@ def test_DUR_03_a_worker_already_running_takes_a_dead_process_job_once_its_lease
     assert [(r.phase, r.attempt, r.pid) for r in lab.runs()] == [
         ("start", 1, first.pid), ("start", 2, second.pid), ("end", 2, second.pid)]
     lab.assert_sound(finished=[("q", "job-1")])
+    lab.assert_consistent()
+
+
+def test_DUR_03_a_worker_killed_holding_three_leases_is_followed_by_a_drain_started_at_once_that_runs_them(lab):
+    # As a supervisor restarts a worker: the one that died held three 30 s leases and every place of the
+    # queue; the drain started at once runs the three jobs once their leases ended, at once (within the
+    # grace on PostgreSQL), not when they would run out.
+    ids = ["job-1", "job-2", "job-3"]
+    lab.prepare("q", [(id, {"block_on": [1]}) for id in ids], dedupe="1d", concurrency=3)
+    first = lab.worker("q:sync", serve=True)
+    assert {wait_for_line(first, "started ").split()[1] for _ in ids} == set(ids)
+    owner = lab.owner_of(first.pid)
+    held = lab.leases_of(owner)
+    assert len(held) == 3 and min(lease.expires for lease in held) > time.time() + 20
+    assert kill_child(first) == KILLED
+    killed = time.monotonic()
+
+    drain = lab.worker("q:sync", until_idle=True)
+    assert wait_child(drain, timeout=60) == 0
+    took = time.monotonic() - killed
+    assert took < lab.kit.liveness_grace + AT_ONCE, f"the drain ended {took:.1f}s after the kill"
+    # The witness, per job: attempt 1 began in the process killed and never ended; attempt 2 ran whole in
+    # the drain, which began after the kill: one run of each attempt, none beside another of its job.
+    for id in ids:
+        assert [(r.phase, r.attempt, r.pid) for r in lab.runs() if r.id == id] == [
+            ("start", 1, first.pid), ("start", 2, drain.pid), ("end", 2, drain.pid)]
+    assert len(lab.runs()) == 9
+    with tinystore.open(lab.target) as store:
+        assert {(s.state, s.attempt) for s in map(store.queue("q").get, ids)} == {("done", 2)}
+    assert lab.kit.leases(lab.target) == []
+    lab.assert_sound(finished=[("q", id) for id in ids])
     lab.assert_consistent()
 
 
@@ -214,13 +247,12 @@ def test_DUR_03_when_the_whole_store_process_dies_the_next_open_ends_every_lease
     held = lab.leases_of(owner)
     assert len(held) == 50 and min(lease.expires for lease in held) > time.time() + 20
     assert kill_child(doomed) == KILLED
-    lab.kit.past_liveness_grace(lab.target)
+    killed = time.monotonic()
 
-    began = time.monotonic()
-    store = open_store()  # the next open
+    store = open_store(at_once=True)  # the next open, right after the kill
+    lab.until_leases_ended(owner, killed, within=lab.kit.liveness_grace + AT_ONCE)
     queues = {"fast": store.queue("fast"), "slow": store.queue("slow"), "other": store.queue("other")}
     states = {id: queues[id.split("-")[0]].get(id) for id in fast + slow}
-    assert time.monotonic() - began < AT_ONCE
     assert {(s.state, s.attempt) for s in states.values()} == {("waiting", 1)}
     assert all(LOST in s.error for s in states.values())
     assert lab.leases_of(owner) == []
@@ -267,8 +299,7 @@ def test_JOB_04_a_handler_that_kills_its_process_every_run_reaches_attempts_and_
         worker = lab.worker("q:sync", until_idle=True)
         exits.append(wait_child(worker))
         if exits[-1] != KILLED:
-            break
-        lab.kit.past_liveness_grace(lab.target)  # PostgreSQL: the next one's open can find it dead
+            break  # each started right after the last one died: its drain waits for that one's leases to end
     # Attempts 1..3 each took a worker down; the fourth worker's open ended the last lease, found the
     # attempts used up, failed the job for good, and the worker went on with nothing to do.
     assert exits == [KILLED, KILLED, KILLED, 0]
@@ -293,8 +324,7 @@ def test_JOB_04_a_job_that_failed_for_good_because_its_workers_kept_dying_counts
         worker = lab.worker("q:sync", until_idle=True)
         exits.append(wait_child(worker))
         if exits[-1] != KILLED:
-            break
-        lab.kit.past_liveness_grace(lab.target)  # PostgreSQL: the next one's open can find it dead
+            break  # each started right after the last one died: its drain waits for that one's leases to end
     assert exits == [KILLED, KILLED, 0]  # the third worker's open failed the job for good
 
     stats = open_store().stats()["q"]

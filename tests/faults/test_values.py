@@ -124,3 +124,26 @@ def test_LIM_04_an_id_or_group_with_a_lone_surrogate_is_an_InvalidArgument_namin
         with pytest.raises(tinystore.InvalidArgument):
             read("job\ud800")
     assert job_rows(store_path) == 0
+
+
+@pytest.mark.parametrize("given", [{"delay": "-5m"}, {"at": datetime(2020, 1, 1)}, {"priority": 500},
+                                   {"payload": {1j}}, {"group": ""}],
+                         ids=["delay", "naive-at", "priority", "payload", "group"])
+def test_an_error_about_an_add_without_an_id_names_the_queue_and_a_new_job_not_an_id_never_seen(
+        store, store_path, given):
+    q = store.queue("mail")
+    payload = given.pop("payload", {"n": 1})
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        q.add(payload, **given)
+    assert str(caught.value).endswith("(queue 'mail', a new job)"), str(caught.value)
+    assert (caught.value.queue, caught.value.job_id) == ("mail", None)
+    assert job_rows(store_path) == 0
+
+
+def test_an_error_about_a_new_job_joining_a_closed_batch_says_a_new_job(store):
+    q = store.queue("mail")
+    batch = store.batch(then=(store.queue("report"), {}))
+    batch.close()
+    with pytest.raises(tinystore.InvalidArgument) as caught:
+        q.add({"n": 1}, batch=batch)
+    assert "closed" in str(caught.value) and str(caught.value).endswith("(queue 'mail', a new job)")

@@ -510,7 +510,7 @@ def test_cron_without_a_zone_is_refused():
     (timedelta(minutes=-1), "every datetime.timedelta(days=-1, seconds=86340) must be a positive duration"),
     ("500ms", "every '500ms' is under 1 second: a job repeats at most once a second"),
     (0.999, "every 0.999 is under 1 second"),
-    ("-5m", "every '-5m' is not a duration such as '500ms', '30s', '10m', '1h30m' or '7d'"),
+    ("-5m", "every '-5m' is negative: a duration is zero or more, such as '30s'"),
     ("soon", "every 'soon' is not a duration"),
     (True, "every must be a duration, not True"),
     (None, "every must be a duration, not NoneType None"),

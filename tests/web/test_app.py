@@ -324,8 +324,12 @@ def test_pause_and_resume_need_the_token_and_the_queues_page_shows_the_pause(cli
     assert work.paused is True
     shown = {q["name"]: q["paused"] for q in client.get("/api/overview").json()["queues"]}
     assert shown == {"work": True, "empty": False}
+    assert client.post("/api/pause", json={"queue": "work"}, headers=AUTH).json() == {
+        "done": False, "message": "work was paused already: nothing was changed"}
     assert client.post("/api/resume", json={"queue": "work"}, headers=AUTH).json()["done"] is True
     assert work.paused is False
+    assert client.post("/api/resume", json={"queue": "work"}, headers=AUTH).json() == {
+        "done": False, "message": "work was not paused: nothing was changed"}
     assert client.get("/api/pause").status_code == 405
     unknown = client.post("/api/pause", json={"queue": "nope"}, headers=AUTH)
     assert unknown.status_code == 404 and "'nope'" in unknown.json()["error"]

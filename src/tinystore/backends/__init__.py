@@ -3,6 +3,10 @@
 ``open_backend`` is the one place that picks a backend from what the user
 gave ``tinystore.open``: a file path is a SQLite store (``sqlite/``), a
 ``postgresql://`` or ``postgres://`` URL a PostgreSQL one (``postgres/``).
+As in sqlite3 and SQLAlchemy, ``sqlite:///app.db`` is the path ``app.db``
+(relative to the working folder), ``sqlite:////srv/app.db`` the path
+``/srv/app.db``; ``:memory:``, ``sqlite://`` and ``sqlite:///:memory:`` are
+a store for tests that leaves no file behind (``sqlite._memory``).
 
 For an operator's commands (``tinystore status STORE``...), which never make
 a store of what they are given: ``open_existing`` opens a store that exists
@@ -29,6 +33,9 @@ __all__ = ["CheckReport", "DURABILITY", "LOCK_TIMEOUT", "UnreadableJob", "check"
 
 DURABILITY = ("full", "normal", "off")  # what tinystore.open(durability=) takes; "full" unless given
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+MEMORY = ":memory:"
+SQLITE_URL = "sqlite://"
+IN_MEMORY = (MEMORY, SQLITE_URL, SQLITE_URL + "/" + MEMORY)  # what names a store in memory, as sqlite3 and SQLAlchemy
 
 
 def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_timeout: float,
@@ -49,6 +56,9 @@ def open_backend(target: "str | os.PathLike[str]", *, durability: str, lock_time
                               f"opened directly")
     path = _path(target)
     try:
+        if path == MEMORY:
+            from .sqlite._memory import MemoryBackend
+            return MemoryBackend(lock_timeout)
         from .sqlite import SQLiteBackend  # imported here: a backend's driver loads only when it is used
         return SQLiteBackend(path, durability, lock_timeout)
     except OSError as exc:  # what the checks before any write could not foresee: a race, no space, no descriptors
@@ -70,12 +80,36 @@ def _postgres(url: str, durability: str, lock_timeout: float, schema: Optional[s
 
 
 def _path(target: Any) -> str:
+    """The SQLite file ``target`` names (a path, or a ``sqlite:///`` URL of one), or ``MEMORY``."""
     try:
         path = os.fspath(target)
     except TypeError:
         path = None
     if not isinstance(path, str) or not path or "\0" in path:
         raise InvalidArgument(f"the store's path must be a file path, not {target!r}")
+    if path in IN_MEMORY:
+        return MEMORY
+    if path.startswith(SQLITE_URL):
+        return _url_path(path)
+    return path
+
+
+def _url_path(url: str) -> str:
+    """The path of a ``sqlite:///`` URL: what follows its third slash (a fourth begins an absolute path)."""
+    path = url[len(SQLITE_URL) + 1:]
+    if not url.startswith(SQLITE_URL + "/") or not path or "?" in url:
+        raise InvalidArgument(f"{url!r} is not a SQLite store's URL: sqlite:///app.db names app.db in the working "
+                              f"folder, sqlite:////srv/app.db the file /srv/app.db, and sqlite:// a store in "
+                              f"memory; no host, and no ?query")
+    return path
+
+
+def _existing_path(target: Any) -> str:
+    """The SQLite file of a store that must exist already: one in memory is no file to open again."""
+    path = _path(target)
+    if path == MEMORY:
+        raise InvalidArgument(f"{os.fspath(target)!r} is a store in memory, which only the process that opened it "
+                              f"can reach: give a SQLite file or a PostgreSQL URL")
     return path
 
 
@@ -117,7 +151,7 @@ def open_existing(target: "str | os.PathLike[str]", read_only: bool = False,
         return open_backend(target, durability="full", lock_timeout=LOCK_TIMEOUT, schema=schema)
     if schema is not None:
         raise InvalidArgument(f"schema={schema!r} is for a PostgreSQL URL; a SQLite store is one file")
-    path = _path(target)
+    path = _existing_path(target)
     from .sqlite import _files, _readonly
     _files.check_store(path)
     if read_only:
@@ -141,7 +175,7 @@ def check(target: "str | os.PathLike[str]", *, quick: bool = False, limit: int =
         raise InvalidArgument(f"tinystore check reads the pages of a SQLite store file, and {shown(target)} is "
                               f"a PostgreSQL database: the server checks its own pages (enable data checksums; "
                               f"run pg_amcheck)")
-    path = _path(target)
+    path = _existing_path(target)
     from .sqlite import _check
     return _check.check(path, quick=quick, limit=limit)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, Callable, ContextManager, Iterable, Optional
 
 from .._options import QueueOptions
 from .._settle import Decision
@@ -72,6 +72,7 @@ class NewJob:
     repeat: Optional[str] = None  # the rule's JSON text (``_repeat``), for a job that repeats
     priority: int = 0
     batch: Optional[str] = None  # the id of the batch it joins
+    named: bool = True  # False where tinystore made the id: errors then speak of "a new job"
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,13 @@ class Backend(Reads, ABC):
         ``register`` does at open; returns how many processes it found dead. The core calls it on a
         timer while a worker serves, so that a crash is noticed without waiting for a lease to run out."""
 
+    def dead_due(self, queues: Optional[Iterable[str]] = None) -> Optional[float]:
+        """Seconds until a process that the last ``end_dead`` suspected dead can be found dead (PostgreSQL:
+        its liveness lock is gone, its grace not yet over), among those holding leases of ``queues`` where
+        given; 0 where one is due now, None where none is suspected (SQLite: a look decides at once).
+        ``tinystore._dead`` looks again then."""
+        return None
+
     @abstractmethod
     def forked(self) -> bool:
         """Whether this process is a forked child of the one that opened the store: then everything but
@@ -306,7 +314,8 @@ class Backend(Reads, ABC):
     def set_paused(self, queue: str, paused: bool) -> Future:
         """Pause (or resume) ``queue`` for every process: from its commit on, no claim of the queue takes a
         job, while settlements, expiries and renewals go on; the commit's notice wakes the queue's runners
-        everywhere. Resolves to False where the store keeps no queue of that name (nothing written)."""
+        everywhere. Resolves to whether that changed it (False: it was so already, nothing written), or
+        None where the store keeps no queue of that name (nothing written)."""
 
     @abstractmethod
     def queue_names(self) -> list[str]:

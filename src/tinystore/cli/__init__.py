@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import tinystore
 from tinystore import backends
@@ -49,7 +50,16 @@ COMMANDS = (worker, status, jobs, show, retry, cancel, pause, resume, add, maint
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line."""
+    """argparse, but a usage error is one line, and a value that begins with a minus and a digit is a value.
+
+    argparse reads ``--delay -5m`` as an option ``-5m`` with ``--delay`` missing its value: only ``-5`` and
+    ``-.5`` pass as values. No option of the command begins with a digit, so ``-5m`` goes to ``--delay``,
+    which says what is wrong with it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")  # argparse's own test of "a negative number"
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -27,21 +27,19 @@ def add_queues_arguments(parser: argparse.ArgumentParser) -> None:
 
 def change(args: argparse.Namespace, paused: bool) -> int:
     """Pause (or resume) the queues named, every one the store keeps where none is: each named one is
-    looked for first, so that a name the store does not keep changes nothing."""
+    looked for first, so that a name the store does not keep changes nothing. Says which it changed, and
+    which were so already (``--json``: ``unchanged``)."""
     with open_store(args) as store:
         names = list(dict.fromkeys(args.queues)) or store.queues()
         queues = [open_queue(store, name) for name in names]
-        for queue in queues:
-            if paused:
-                queue.pause()
-            else:
-                queue.resume()
+        changed = {queue.name: queue.pause() if paused else queue.resume() for queue in queues}
     word = "paused" if paused else "resumed"
     if args.json:
-        print_json({word: names})
+        print_json({word: [n for n in names if changed[n]], "unchanged": [n for n in names if not changed[n]]})
     elif not names:
         print("no queues yet")
     else:
+        already = "was paused already" if paused else "was not paused"
         for name in names:
-            print(f"queue {name} {word}")
+            print(f"queue {name} {word}" if changed[name] else f"queue {name} {already}: nothing changed")
     return 0

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any
 
+from tinystore._holders import holder_gone
 from tinystore.backends._base import JobDetail
 
 from ._common import CommandError, add_job_arguments, age, job_json, open_queue, open_store, print_json
@@ -26,8 +27,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"no job {args.id!r} in queue {queue.name!r}")
         job, detail = found
         data = job_json(job, ahead=True)
-        data.update(_detail(detail))
         now = store.clock.now()
+        data.update(_detail(detail, now))
     if args.json:
         print_json(data)
     else:
@@ -35,13 +36,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _detail(detail: JobDetail) -> dict[str, Any]:
-    """The steps kept under the job (their answers decoded from JSON text) and its lease holder."""
+def _detail(detail: JobDetail, now: float) -> dict[str, Any]:
+    """The steps kept under the job (their answers decoded from JSON text) and its lease holder, with why
+    it is gone where it is (``gone``, else None)."""
     steps = [{"name": s.name, "attempt": s.attempt, "answer": json.loads(s.answer)} for s in detail.steps]
     lease = None
     if detail.lease is not None:
         held = detail.lease
-        lease = {"attempt": held.attempt, "expires": held.expires, "pid": held.pid, "host": held.host}
+        lease = {"attempt": held.attempt, "expires": held.expires, "pid": held.pid, "host": held.host,
+                 "gone": holder_gone(held, now)}
     return {"steps": steps, "lease": lease}
 
 
@@ -60,7 +63,9 @@ def _print(data: dict[str, Any], now: float) -> None:
     if data["result"] is not None:
         lines.append(("result", json.dumps(data["result"], ensure_ascii=False)))
     lease = data["lease"]
-    if lease is not None:
+    if lease is not None and lease["gone"]:
+        lines.append(("lease", f"attempt {lease['attempt']}: its holder is gone: {lease['gone']}"))
+    elif lease is not None:
         lines.append(("lease", f"attempt {lease['attempt']} held by pid {lease['pid']} on {lease['host']}, "
                                f"ends in {age(max(0.0, lease['expires'] - now))} unless renewed"))
     for label, value in lines:

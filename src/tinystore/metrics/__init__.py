@@ -6,7 +6,8 @@ snoozed, the seconds each handler ran and each job waited from due to start
 (``tinystore_queue_paused``, 1 or 0). Counters and histograms are this
 process's own, counted from ``enable`` on (scrape every worker, as
 Prometheus does); the gauges are the whole store's, from ``store.stats()``,
-read at most once a second.
+read at most once a second. ``BUCKETS`` are the histograms' bucket bounds, in
+seconds (1 ms to 1 h); ``CONTENT_TYPE`` is the content type of the Prometheus text.
 
 A store nobody enabled metrics for pays nothing: its core tells no one
 (``tinystore._events``).

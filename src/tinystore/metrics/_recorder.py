@@ -78,10 +78,12 @@ class Metrics:
     # What the core tells (``_events.Events``)
 
     def added(self, queue: str, count: int) -> None:
+        """Count ``count`` jobs this process added to ``queue``."""
         with self._lock:
             self._bump("added", queue, count)
 
     def claimed(self, queue: str, claimed: list["Claimed"], now: float) -> None:
+        """Count the attempts a worker started, and how long after its time each job started."""
         delays = [max(0.0, now - c.at) for c in claimed]
         with self._lock:
             self._bump("started", queue, len(claimed))
@@ -92,12 +94,14 @@ class Metrics:
             listener.claim_delays(queue, delays)
 
     def ran(self, queue: str, seconds: float) -> None:
+        """Observe one handler's run time, from its start to its end."""
         with self._lock:
             _histogram(self._run_seconds, queue).observe(seconds)
         for listener in self.listeners:
             listener.run_seconds(queue, seconds)
 
     def settled(self, queue: str, settlements: list["Settlement"], stale: list["Settlement"]) -> None:
+        """Count each settlement by its outcome, except those that changed nothing (``stale``)."""
         kept = {id(s) for s in stale}
         with self._lock:
             for s in settlements:

@@ -1,7 +1,7 @@
 """The dashboard: a web page for a store, as an ASGI app (``pip install "tinystore[web]"``).
 
 ``tinystore dashboard STORE`` serves it; ``app(store, token=...)`` mounts it in
-an application's own FastAPI or Starlette app, under any path::
+an application's own FastAPI or Starlette app, under any path:
 
     application.mount("/jobs", tinystore.web.app(store, token=os.environ["TINYSTORE_TOKEN"]))
 

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._errors import Closed, Error, InvalidArgument, Unavailable
+from .._package import read
 from .._store import Store
 from ..metrics import CONTENT_TYPE, prometheus_text
 from . import _views
@@ -46,7 +47,7 @@ SECURITY = {
 
 def build(store: Store, token: str) -> Starlette:
     feed = Feed(store)
-    page = (STATIC / "index.html").read_text("utf-8")
+    page = read(__package__, "static/index.html")
 
     async def index(request: Request) -> Response:
         base = html.escape(request.scope.get("root_path", "").rstrip("/") + "/", quote=True)
@@ -196,13 +197,15 @@ def _retry_failed(store: Store, body: dict[str, Any]) -> dict[str, Any]:
 def _pause(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     """No process starts the queue's jobs from now on; its running ones go on and settle."""
     queue = _views.known_queue(store, _named(body, "queue"))
-    queue.pause()
+    if not queue.pause():
+        return {"done": False, "message": f"{queue.name} was paused already: nothing was changed"}
     return {"done": True, "message": f"{queue.name} is paused: no worker starts its jobs until it is resumed"}
 
 
 def _resume(store: Store, body: dict[str, Any]) -> dict[str, Any]:
     queue = _views.known_queue(store, _named(body, "queue"))
-    queue.resume()
+    if not queue.resume():
+        return {"done": False, "message": f"{queue.name} was not paused: nothing was changed"}
     return {"done": True, "message": f"{queue.name} is resumed: its due jobs start again"}
 
 

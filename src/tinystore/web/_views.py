@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Optional
 
 from .._errors import InvalidArgument
+from .._holders import holder_gone
 from .._jobstate import STATES, JobState
 from .._queue import Queue
 from .._store import Store
@@ -181,7 +182,8 @@ def job_page(store: Store, queue_name: Optional[str], id: Optional[str]) -> dict
         "result": job.result, "repeat": None if job.repeat is None else str(job.repeat),
         "steps": [{"name": s.name, "attempt": s.attempt, "answer": json.loads(s.answer)} for s in detail.steps],
         "lease": None if lease is None else {"attempt": lease.attempt, "expires": _seconds(lease.expires),
-                                             "pid": lease.pid, "host": lease.host},
+                                             "pid": lease.pid, "host": lease.host,
+                                             "gone": holder_gone(lease, store.clock.now())},
     }
     data["timeline"] = _timeline(data)
     return data
@@ -192,7 +194,10 @@ def _timeline(job: dict[str, Any]) -> list[dict[str, str]]:
     due = "due" if job["state"] in ("scheduled", "waiting") else "last due"
     events = [{"at": job["at"], "what": f"{due} (attempt {job['attempt']} of {job['attempts']} so far)"}]
     lease = job["lease"]
-    if lease is not None:
+    if lease is not None and lease["gone"]:
+        events.append({"at": lease["expires"], "what": f"lease of attempt {lease['attempt']}: its holder is gone: "
+                                                       f"{lease['gone']}"})
+    elif lease is not None:
         events.append({"at": lease["expires"], "what": f"lease of attempt {lease['attempt']}, held by pid "
                                                        f"{lease['pid']} on {lease['host']}, ends unless renewed"})
     if job["state"] in ("done", "failed"):

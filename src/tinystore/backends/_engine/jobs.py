@@ -39,8 +39,9 @@ def _check_open(ex: Executor, queue: str, jobs: list[NewJob], batch: str) -> Non
     if row is not None and row[0] is None:
         return
     why = "is closed: no job may join it" if row is not None else "is not kept by the store (or left with its then job)"
-    job_id = jobs[0].id if len(jobs) == 1 else None
-    raise InvalidArgument(f"batch {batch!r} {why}; nothing was added", queue=queue, job_id=job_id)
+    one = jobs[0] if len(jobs) == 1 else None
+    raise InvalidArgument(f"batch {batch!r} {why}; nothing was added", queue=queue,
+                          job_id=one.id if one and one.named else None, new_job=bool(one and not one.named))
 
 
 def declare(ex: Executor, queue: str, job: NewJob, now: float) -> Added:

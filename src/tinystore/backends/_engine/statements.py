@@ -12,8 +12,9 @@ one text per backend.
 from __future__ import annotations
 
 import re
-from importlib.resources import files
 from typing import Callable
+
+from ..._package import read
 
 NAME = re.compile(r"^-- name: (\w+)\s*$", re.M)
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
@@ -30,7 +31,7 @@ def parse(text: str) -> dict[str, str]:
     return statements
 
 
-SHARED = parse(files(__package__).joinpath("queries.sql").read_text("utf-8"))
+SHARED = parse(read(__package__, "queries.sql"))
 
 
 class Statements(dict):

@@ -95,12 +95,16 @@ def save_options(ex: Executor, queue: str, options: QueueOptions) -> None:
         groups.refresh(ex, queue, options)
 
 
-def set_paused(ex: Executor, queue: str, paused: bool) -> bool:
-    """Pause or resume a queue: kept with its options, read by every claim. False where the store keeps
-    no queue of that name. Its commit's notice (``work=``) wakes every process's runners of the queue."""
+def set_paused(ex: Executor, queue: str, paused: bool) -> Optional[bool]:
+    """Pause or resume a queue: kept with its options, read by every claim. Whether that changed it (a
+    paused queue is not paused again); None where the store keeps no queue of that name. Its commit's
+    notice (``work=``) wakes every process's runners of the queue."""
     if ex.kept_options(queue) is None:
+        return None
+    kept = groups.options(ex, queue)
+    if kept.paused == paused:
         return False
-    options = replace(groups.options(ex, queue), paused=paused)
+    options = replace(kept, paused=paused)
     ex.run("queue_save", (queue, json.dumps(options.to_json())))
     ex.forget_options(queue)
     return True

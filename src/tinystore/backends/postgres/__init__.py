@@ -62,10 +62,11 @@ import logging
 import os
 import socket
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import psycopg
 from psycopg import pq
@@ -95,6 +96,7 @@ POOL_MAX = 16  # reader connections per store and process, at most
 ADD_UNKNOWN = ("the connection was lost while the add committed: the jobs may or may not have been added; "
                "with ids, adding them again is safe (an id adds once)")
 COMMIT_UNKNOWN = "the connection was lost during COMMIT: the transaction may or may not have been committed"
+PAST_GRACE = 0.05  # seconds a suspect is looked at again after its grace, so that the server's now() is past it too
 log = logging.getLogger("tinystore.store")
 
 
@@ -117,6 +119,9 @@ class PostgresBackend(PostgresReads, Backend):
         self._registration: Optional[tuple] = None  # the processes row, written when the keeper is made
         self._keeper: Optional[Keeper] = None
         self._keeping = threading.Lock()  # one keeper, made at register or, behind a pooler, when first needed
+        # Processes whose lock is gone, still within their grace at the last look (end_dead): by owner, when
+        # (monotonic) they may be found dead, and the queues where they hold leases (dead_due).
+        self._suspects: dict[int, tuple[float, frozenset[str]]] = {}
         self._on_error: Optional[FailureListener] = None
         self._closed = False
         self._on_notice: NoticeListener = lambda notice: None
@@ -262,34 +267,40 @@ class PostgresBackend(PostgresReads, Backend):
 
         A read finds them (``pg_locks``, and no session named by their writer
         in ``pg_stat_activity``: a process whose keeper connection alone was
-        lost is alive), among those that have not said they live for the
-        grace (``_keeper.GRACE``): one whose sessions were all ended a moment
-        ago is connecting again, its handlers running. One write transaction
-        then confirms each with ``pg_try_advisory_xact_lock`` (held until it
+        lost is alive), with what is left of their grace (``_keeper.GRACE``):
+        one whose sessions were all ended a moment ago is connecting again, its
+        handlers running. Those past it are dead: one write transaction
+        confirms each with ``pg_try_advisory_xact_lock`` (held until it
         commits, so that a process coming back meanwhile re-registers only
         after its leases and registration were ended) and its heartbeat read
         again, ends its leases as ``_engine.leases.end_owner`` does, removes
-        its registration and watches, and notifies its queues. A machine
-        that vanished is noticed once the server drops its connection. For a
-        few seconds after this process's own keeper connection was made again
-        it finds nobody dead (``_keeper.GRACE``): a server restart drops every
-        process's lock at once, and the live ones take theirs again.
+        its registration and watches, and notifies its queues. Those within it
+        stay suspect until it ends (``dead_due``). A machine that vanished is
+        noticed once the server drops its connection. For a few seconds after
+        this process's own keeper connection was made again it finds nobody
+        dead (``_keeper.GRACE``): a server restart drops every process's lock
+        at once, and the live ones take theirs again.
         """
         self._usable()
         q = self.q
         own = self._owner
         with self._read() as conn:
-            dead = [i for (i,) in conn.all(q.processes_unlocked, {"own": own if own is not None else -1,
-                                                                   "key": q.live_key, "schema": q.name,
-                                                                   "grace": GRACE})]
-            if dead and self._keeper is not None and not self._keeper.settled():
-                dead = []  # this process's own connection was down just now: so may theirs (_keeper.GRACE)
+            unlocked = conn.all(q.processes_unlocked, {"own": own if own is not None else -1, "key": q.live_key,
+                                                       "schema": q.name, "grace": GRACE})
+        # This process's own connection was down just now: so may theirs have been (_keeper.GRACE); while it
+        # is down, look again a grace later.
+        unsettled = min(self._keeper.unsettled_for(), GRACE) if self._keeper is not None else 0.0
+        dead = [other for other, left, _ in unlocked if left <= 0 and not unsettled]
+        began = time.monotonic()
+        # The dead stay suspect until their transaction committed: where it fails, the next look is due now.
+        self._suspects = {other: (began + (0.0 if other in dead else max(left, unsettled) + PAST_GRACE),
+                                  frozenset(queues)) for other, left, queues in unlocked}
 
         def op(conn: PgConn) -> int:
             found = 0
             for other in dead:
                 if not conn.one(q.live_try, (q.live_key, other))[0]:
-                    continue  # alive: it took its lock again since the read
+                    continue  # alive: it took its lock again since the read (or another look ends it now)
                 if not conn.one(q.process_stale, (other, GRACE))[0]:
                     continue  # alive: it said it lives since the read (and lost its lock again)
                 ex = PgExecutor(conn)
@@ -301,7 +312,18 @@ class PostgresBackend(PostgresReads, Backend):
             return found
         if not dead:
             return 0
-        return self.submit(op).result()
+        found = self.submit(op).result()
+        self._suspects = {other: suspect for other, suspect in self._suspects.items() if other not in dead}
+        return found
+
+    def dead_due(self, queues: Optional[Iterable[str]] = None) -> Optional[float]:
+        suspects = self._suspects.values()
+        if queues is not None:
+            wanted = set(queues)
+            suspects = [(due, held) for due, held in suspects if held & wanted]
+        if not suspects:
+            return None
+        return max(0.0, min(due for due, _ in suspects) - time.monotonic())
 
     def forked(self) -> bool:
         return os.getpid() != self._pid

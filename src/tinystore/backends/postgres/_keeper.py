@@ -11,8 +11,10 @@ moment when the network blips or a failover or an administrator ends it, and
 the process connects again within a fraction of a second, its handlers
 running all along: so a process whose lock is gone is found dead
 (``end_dead``) only once it has not said it lives for GRACE seconds. A killed
-process's leases end some GRACE seconds after it died, not at the moment the
-server saw its connection close.
+process's leases end when its grace ends, at most GRACE seconds after it
+died, not at the moment the server saw its connection close: a look that
+finds it within its grace leaves it suspect (``dead_due``), and the process
+that looked looks again as the grace ends (``tinystore._dead``).
 
 A process that stays cut off cannot tell whether it was found dead: once its
 last heartbeat began FENCE seconds ago (before GRACE, by this process's own
@@ -206,9 +208,10 @@ class Keeper:
                     log.debug("the keeper connection failed: %s", error)
                 self._closed.wait(wait)
 
-    def settled(self) -> bool:
-        """Whether this process may judge others dead now: its own connection has been up for GRACE."""
-        return time.monotonic() >= self._unsettled_until
+    def unsettled_for(self) -> float:
+        """Seconds until this process may judge others dead: 0 once its own connection has been up for
+        GRACE; inf while it is down."""
+        return max(0.0, self._unsettled_until - time.monotonic())
 
     def _tell(self, notice: Notice) -> None:
         on_notice = self._on_notice

@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import zlib
 from functools import lru_cache
-from importlib.resources import files
 
+from ..._package import migrations, read
 from .._engine.statements import Statements, catalogue, parse, pyformat
 
-_here = files(__package__)
-_QUERIES = catalogue(parse(_here.joinpath("queries.sql").read_text("utf-8")),
+_QUERIES = catalogue(parse(read(__package__, "queries.sql")),
                      lambda sql: pyformat(sql, "{schema}"))
-_READS = parse(_here.joinpath("reads.sql").read_text("utf-8"))
-_MIGRATIONS: list[tuple[int, str]] = sorted(
-    (int(p.name[len("migration_"):-len(".sql")]), p.read_text("utf-8"))
-    for p in _here.iterdir()
-    if p.name.startswith("migration_") and p.name.endswith(".sql")
-)
+_READS = parse(read(__package__, "reads.sql"))
+_MIGRATIONS: list[tuple[int, str]] = migrations(__package__)
 
 
 # A claim's picks lock the due rows they read and pass over the rows another claim holds (as River and

@@ -293,12 +293,15 @@ UPDATE {schema}.processes SET alive = now() WHERE id = %s;
 SELECT pg_logical_emit_message(true, 'tinystore', '');
 
 -- name: processes_unlocked
--- Registered processes whose liveness lock no session of the server holds, whose writer's session
--- (named by its application_name, see writer_name) is gone too, and whose heartbeat is older than the
--- grace: dead. A process whose keeper connection alone was lost is not, nor one whose sessions were
--- ended a moment ago: it takes its lock again in a moment (end_dead confirms with process_dead).
-SELECT p.id FROM {schema}.processes p
-WHERE p.id <> %(own)s AND p.alive < now() - make_interval(secs => %(grace)s) AND NOT EXISTS (
+-- Registered processes whose liveness lock no session of the server holds and whose writer's session
+-- (named by its application_name, see writer_name) is gone too: dead, or connecting again. With the
+-- seconds left of their grace (dead once it is past: a process whose sessions were ended a moment ago
+-- takes its lock again and says it lives within it; end_dead confirms with live_try and process_stale),
+-- and the queues where they hold leases (what a drain of those queues waits for, see dead_due).
+SELECT p.id, %(grace)s - extract(epoch FROM now() - p.alive)::float8,
+       ARRAY(SELECT DISTINCT l.queue FROM {schema}.leases l WHERE l.owner = p.id)
+FROM {schema}.processes p
+WHERE p.id <> %(own)s AND NOT EXISTS (
     SELECT 1 FROM pg_catalog.pg_locks l
     WHERE l.locktype = 'advisory' AND l.granted
       AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())

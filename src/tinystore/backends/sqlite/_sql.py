@@ -3,17 +3,11 @@ migrations, loaded once at import."""
 
 from __future__ import annotations
 
-from importlib.resources import files
-
+from ..._package import migrations, read
 from .._engine.statements import Statements, catalogue, parse
 
-_here = files(__package__)
-Q = Statements(catalogue(parse(_here.joinpath("queries.sql").read_text("utf-8"))))
-R = Statements(parse(_here.joinpath("reads.sql").read_text("utf-8")))  # an operator's page (_reads)
+Q = Statements(catalogue(parse(read(__package__, "queries.sql"))))
+R = Statements(parse(read(__package__, "reads.sql")))  # an operator's page (_reads)
 
 # Versioned migrations: migration_NNN.sql, applied in order, each once.
-MIGRATIONS: list[tuple[int, str]] = sorted(
-    (int(p.name[len("migration_"):-len(".sql")]), p.read_text("utf-8"))
-    for p in _here.iterdir()
-    if p.name.startswith("migration_") and p.name.endswith(".sql")
-)
+MIGRATIONS: list[tuple[int, str]] = migrations(__package__)

@@ -22,7 +22,7 @@ from tinystore._options import parse_options
 from tinystore._values import QUEUE_NAME
 
 from . import _intransaction
-from ._execute import handler_for
+from ._execute import TaskHandler
 from ._results import load_task, task_result
 from ._stores import store_for, target_of
 
@@ -91,12 +91,15 @@ class TaskBackend(BaseTaskBackend):
             raise ImproperlyConfigured(EVERY_QUEUE.format(alias=self.alias))
 
     def validate_task(self, task: Task) -> None:
+        """Django's checks of a task, and its ``queue_name`` one that tinystore takes as a queue's name."""
         super().validate_task(task)
         if not QUEUE_NAME.fullmatch(task.queue_name):
             raise InvalidTask(f"task {task.module_path}: queue_name={task.queue_name!r} is not a tinystore queue "
                               f"name, which matches [a-z0-9][a-z0-9_-]{{0,63}}")
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Add the task as a job of its queue, in the open ``transaction.atomic`` block where there is one
+        (it commits with the block's rows, or not at all), else committed at once; its result, READY."""
         self.validate_task(task)
         self.check_queues()
         queue = self.queue(task.queue_name)
@@ -162,7 +165,7 @@ class TaskBackend(BaseTaskBackend):
     def serve_queues(self, names: list[str]) -> None:
         """Register the handler that runs this backend's tasks on the queues ``names``."""
         for name in names:
-            self.queue(name).work(handler_for(self))
+            self.queue(name).work(TaskHandler(self))
 
     def run_until_idle(self) -> None:
         """Run the due tasks of QUEUES in this process; return once none is due and none runs (for tests

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
 from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -20,11 +20,26 @@ if TYPE_CHECKING:
     from ._backend import TaskBackend
 
 
-def handler_for(backend: "TaskBackend") -> Callable[[Any, tinystore.Run], dict[str, Any]]:
-    """A ``def`` handler (it runs in a worker's thread, where Django's ORM may block) for ``backend``."""
-    def run_task(payload: Any, run: tinystore.Run) -> dict[str, Any]:
-        return execute(backend, payload, run)
-    return run_task
+class TaskHandler:
+    """The handler of a task backend's queues: a ``def`` (it runs in a worker's thread, where Django's ORM
+    may block). Every task backend's handler runs the task a job names, so any two are equal: a queue
+    served again, by a backend Django made anew or by another backend of the same database, keeps one
+    handler, the newest (a queue refuses a second handler that is not equal to its own)."""
+
+    def __init__(self, backend: "TaskBackend"):
+        self.backend = backend
+
+    def __call__(self, payload: Any, run: tinystore.Run) -> dict[str, Any]:
+        return execute(self.backend, payload, run)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TaskHandler)
+
+    def __hash__(self) -> int:
+        return hash(TaskHandler)
+
+    def __repr__(self) -> str:
+        return f"<task backend {self.backend.alias!r}'s handler>"
 
 
 def execute(backend: "TaskBackend", payload: Any, run: tinystore.Run) -> dict[str, Any]:

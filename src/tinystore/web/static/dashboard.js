@@ -312,7 +312,8 @@ function drawJob(job) {
   ];
   if (job.ahead !== null) facts.push(["ahead", job.ahead]);
   if (job.repeat) facts.push(["repeats", job.repeat]);
-  if (job.lease) facts.push(["lease", [`attempt ${job.lease.attempt}, held by pid ${job.lease.pid} on ${job.lease.host}, until `, when(job.lease.expires)]]);
+  if (job.lease && job.lease.gone) facts.push(["lease", el("span", { id: "holder-gone" }, `attempt ${job.lease.attempt}: its holder is gone: ${job.lease.gone}`)]);
+  else if (job.lease) facts.push(["lease", [`attempt ${job.lease.attempt}, held by pid ${job.lease.pid} on ${job.lease.host}, until `, when(job.lease.expires)]]);
   const buttons = [];
   if (job.state === "failed") buttons.push(el("button", { class: "act", id: "retry", onclick: () => act("api/retry", { queue: job.queue, id: job.id }, `Retry job ${job.id} of ${job.queue}?`) }, "Retry"));
   if (["scheduled", "waiting", "running"].includes(job.state)) buttons.push(el("button", { class: "danger", id: "cancel", onclick: () => act("api/cancel", { queue: job.queue, id: job.id }, `Cancel job ${job.id} of ${job.queue}?`) }, "Cancel"));
