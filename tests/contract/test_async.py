@@ -291,3 +291,102 @@ def test_ASY_02_a_task_cancelled_at_random_moments_of_transaction_async_leaves_i
     with store.transaction() as tx:  # no transaction was left open holding the write lock
         tx.execute(kit.sql(ADD), (1000, "after"))
     assert 1000 in {id for (id,) in kit.app_rows(target, "SELECT id FROM messages")}
+
+
+# JOB-02 from async code: conn= takes the application's own async connection, inside its open transaction.
+
+
+def async_connections(kit: kits.Kit, target: str) -> list[tuple[str, Callable[[], Any]]]:
+    """(name, an async context manager giving a connection in an open transaction) for each async driver and
+    SQLAlchemy wrapper the backend takes; each ends by committing, or rolling back on an exception."""
+    from contextlib import asynccontextmanager
+
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    url = kit.sqlalchemy_url(target)
+    url = url.replace("sqlite://", "sqlite+aiosqlite://") if kit.name == "sqlite" else url
+
+    @asynccontextmanager
+    async def driver() -> Any:
+        if kit.name == "sqlite":
+            import aiosqlite
+            conn = await aiosqlite.connect(target)
+        else:
+            import psycopg
+            conn = await psycopg.AsyncConnection.connect(target)
+        try:
+            yield conn
+            await conn.commit()
+        except BaseException:
+            await conn.rollback()
+            raise
+        finally:
+            await conn.close()
+
+    @asynccontextmanager
+    async def connection() -> Any:
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as conn:
+                yield conn
+        finally:
+            await engine.dispose()
+
+    @asynccontextmanager
+    async def session() -> Any:
+        engine = create_async_engine(url)
+        try:
+            async with AsyncSession(engine) as s, s.begin():
+                yield s
+        finally:
+            await engine.dispose()
+
+    return [("driver", driver), ("AsyncConnection", connection), ("AsyncSession", session)]
+
+
+async def app_insert(conn: Any, kit: kits.Kit, n: int) -> None:
+    """The application's own row, through its own async connection."""
+    if hasattr(conn, "exec_driver_sql"):
+        await conn.exec_driver_sql(kit.sql(ADD), (n, f"message {n}"))
+    elif hasattr(conn, "get_bind"):
+        await (await conn.connection()).exec_driver_sql(kit.sql(ADD), (n, f"message {n}"))
+    else:
+        await conn.execute(kit.sql(ADD), (n, f"message {n}"))
+
+
+def test_JOB_02_add_async_with_the_application_s_async_connection_commits_with_its_rows_or_not_at_all(
+        store: tinystore.Store, kit: kits.Kit, target: str) -> None:
+    kit.create_table(store, "messages", MESSAGES)
+    replies = store.queue("replies")
+    kinds = async_connections(kit, target)
+
+    async def main() -> None:
+        for n, (kind, opened) in enumerate(kinds):
+            async with opened() as conn:
+                await app_insert(conn, kit, n)
+                job = await replies.add_async({"message_id": n}, id=f"reply:{n}", conn=conn)
+                assert job.added, kind
+                assert replies.get(f"reply:{n}") is None, f"{kind}: the job was seen before the commit"
+            assert replies.get(f"reply:{n}") is not None, f"{kind}: the job did not commit with the rows"
+
+            with pytest.raises(KeyError):
+                async with opened() as conn:
+                    await app_insert(conn, kit, 100 + n)
+                    await replies.add_async({"message_id": 100 + n}, id=f"reply:{100 + n}", conn=conn)
+                    raise KeyError("the application's transaction fails")
+            assert replies.get(f"reply:{100 + n}") is None, f"{kind}: the job outlived the rollback"
+
+    asyncio.run(main())
+    assert [id for (id,) in kit.app_rows(target, "SELECT id FROM messages ORDER BY id")] == [0, 1, 2]
+
+
+def test_JOB_02_add_async_refuses_a_connection_it_cannot_add_through(store: tinystore.Store) -> None:
+    replies = store.queue("replies")
+
+    class Other:
+        pass
+
+    async def main() -> None:
+        with pytest.raises(tinystore.InvalidArgument, match="replies"):
+            await replies.add_async({"n": 1}, conn=Other())
+    asyncio.run(main())
