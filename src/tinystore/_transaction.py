@@ -60,6 +60,7 @@ class AsyncTransaction:
 
     @property
     def closed(self) -> bool:
+        """Whether the transaction has ended: committed or rolled back."""
         return self._tx.closed
 
     async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
