@@ -15,7 +15,7 @@ from typing import Union
 from ._errors import InvalidArgument
 
 Duration = Union[str, int, float, timedelta]
-Rate = Union[str, tuple]
+Rate = Union[str, tuple[int, Duration]]  # "600/m", or (count, period)
 
 MAX_DURATION = 365_250 * 86400.0  # 1000 years
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

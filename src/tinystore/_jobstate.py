@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union, cast, get_args
 
 from ._durations import Duration
 from ._repeat import Repeat
 from ._settle import rule_of
 from ._values import from_timestamp
 
-STATES = ("scheduled", "waiting", "running", "done", "failed", "cancelled")
+JobStateName = Literal["scheduled", "waiting", "running", "done", "failed", "cancelled"]
+"""The state of a job, as ``JobState.state`` says it (a watcher alone sees ``cancelled``)."""
+
+STATES: tuple[JobStateName, ...] = get_args(JobStateName)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class JobState:
 
     id: str
     queue: str
-    state: str
+    state: JobStateName
     payload: Any
     group: Optional[str]
     at: datetime
@@ -95,9 +98,8 @@ def state_of(row: Any, now: float, attempts: int, ahead: Union[int, Callable[[],
     payload that is not UTF-8 JSON reads as None with an error that says so,
     and a time outside years 1 to 9999 as the nearest end of that range.
     """
-    state = row.state
-    if state == "queued":
-        state = "scheduled" if row.at > now else "waiting"
+    # A backend keeps a queued job (its state read from the time) or one of JobStateName's.
+    state = ("scheduled" if row.at > now else "waiting") if row.state == "queued" else cast(JobStateName, row.state)
     payload, unreadable = _json(row.payload)
     progress, _ = _json(row.progress)
     result, _ = _json(row.result)

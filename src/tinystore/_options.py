@@ -5,10 +5,29 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields, replace
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, TypedDict
 
-from ._durations import parse_duration, parse_rate
+from ._durations import Duration, Rate, parse_duration, parse_rate
 from ._errors import InvalidArgument
+
+
+class QueueOptionArgs(TypedDict, total=False):
+    """The options ``store.queue`` and ``store.schedule`` take as keyword arguments, with their types: an
+    option not given keeps the value the store keeps (its default for a new queue). ``store.queue`` says
+    what each means. A type checker refuses a misspelt option or a value of the wrong type; at run time a
+    bad one is ``InvalidArgument`` naming the queue, and nothing is kept.
+    """
+
+    concurrency: Optional[int]
+    rate: Optional[Rate]
+    group_concurrency: Optional[int]
+    group_rate: Optional[Rate]
+    attempts: int
+    backoff: tuple[Duration, Duration]
+    timeout: Optional[Duration]
+    lease: Duration
+    dedupe: Duration
+    keep: Duration
 
 
 @dataclass(frozen=True)
@@ -60,7 +79,7 @@ def _positive_int(name: str, value: Any, allow_none: bool) -> Optional[int]:
     return value
 
 
-def parse_options(base: QueueOptions, given: dict[str, Any]) -> QueueOptions:
+def parse_options(base: QueueOptions, given: Mapping[str, Any]) -> QueueOptions:
     """``base`` with the options in ``given`` changed; InvalidArgument for a bad one."""
     changes: dict[str, Any] = {}
     for name, value in given.items():
