@@ -1,11 +1,10 @@
--- 011: each attempt's start, end and error, for an operator's page (show, the dashboard): the last 20
--- attempts of a job (KEPT_ATTEMPTS in _engine/leases.py), written as the attempt settles, and removed
--- with the job.
-CREATE TABLE {schema}.attempts (
-    job     bigint NOT NULL,
-    attempt integer NOT NULL,
-    began   double precision,
-    ended   double precision NOT NULL,
-    error   text,
-    PRIMARY KEY (job, attempt)
+-- 011: the release of tinystore that last opened the store, and the schema version (the newest migration)
+-- it left, written at every open. One row. A store whose migrations go beyond those a release knows was
+-- made by a later release: that release refuses it, untouched (the migrations table tells; this row says
+-- which release).
+CREATE TABLE {schema}.release (
+    id             integer PRIMARY KEY CHECK (id = 1),
+    release        text NOT NULL,
+    schema_version integer NOT NULL,
+    opened_at      timestamptz NOT NULL
 );

@@ -1,11 +1,10 @@
--- 013: each attempt's start, end and error, for an operator's page (show, the dashboard): the last 20
--- attempts of a job (KEPT_ATTEMPTS in _engine/leases.py), written as the attempt settles, and removed
--- with the job.
-CREATE TABLE tinystore_attempts (
-    job     INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    began   REAL,
-    ended   REAL NOT NULL,
-    error   TEXT,
-    PRIMARY KEY (job, attempt)
-) WITHOUT ROWID;
+-- 013: the release of tinystore that last opened the store, and the schema version (the newest migration)
+-- it left, written at every open. One row. A store whose migrations go beyond those a release knows was
+-- made by a later release: that release refuses it, untouched (tinystore_migrations tells; this row says
+-- which release).
+CREATE TABLE tinystore_release (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    release        TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    opened_at      TEXT NOT NULL
+);
