@@ -81,7 +81,10 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
 
 
 class Store:
-    """Queues and their jobs in one database. Safe to use from many threads."""
+    """Queues and their jobs in one database. Safe to use from many threads.
+
+    ``tinystore.open`` makes one; its constructor is not for applications.
+    """
 
     def __init__(self, backend: Backend, clock: Clock):
         self.clock = clock
