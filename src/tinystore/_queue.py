@@ -98,7 +98,7 @@ class Queue:
         size = len(items) if hasattr(items, "__len__") else 0  # type: ignore[arg-type]
         if size > MAX_BATCH:
             raise self._too_many(f"was given {size}")
-        jobs = []
+        jobs: list[NewJob] = []
         for item in items:
             if len(jobs) == MAX_BATCH:
                 raise self._too_many("was given more")

@@ -29,14 +29,17 @@ class Transaction:
             raise Closed("this transaction has ended")
         return self.connection
 
-    def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; return the number of rows it changed."""
-        return self._conn().execute(sql, params).rowcount
+        changed: int = self._conn().execute(sql, params).rowcount
+        return changed
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> int:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> int:
         """Run one statement once per row of parameters; return the rows changed."""
-        return self._conn().executemany(sql, rows).rowcount
+        changed: int = self._conn().executemany(sql, rows).rowcount
+        return changed
 
-    def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one query; return its rows."""
-        return self._conn().execute(sql, params).fetchall()
+        rows: list[tuple[Any, ...]] = self._conn().execute(sql, params).fetchall()
+        return rows

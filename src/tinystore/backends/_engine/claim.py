@@ -28,7 +28,7 @@ import itertools
 import logging
 import math
 from collections import Counter
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from ..._events import fields
 from ..._options import QueueOptions
@@ -155,7 +155,7 @@ def _wake_groups(ex: Executor, queue: str, opts: QueueOptions, now: float) -> No
 
 
 def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
-          now: float) -> tuple[list[tuple], list[str]]:
+          now: float) -> tuple[list[tuple[Any, ...]], list[str]]:
     """The first ``want`` due jobs the limits allow, as (priority, at, seq, grp) in start order (JOB-01),
     merging jobs without a group and ready groups; and the groups with room that were read.
 
@@ -163,7 +163,7 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
     then in the order of their first due job (their head), so the jobs waiting behind a full group are
     never scanned; each reads its due jobs by priority.
     """
-    streams: list[Iterable[tuple]] = [_due_ungrouped(ex, queue, want, now)]
+    streams: list[Iterable[tuple[Any, ...]]] = [_due_ungrouped(ex, queue, want, now)]
     read: list[str] = []
     for grp, running, top in _ready_groups(ex, queue, want, now):
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
@@ -176,17 +176,17 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
     return list(itertools.islice(heapq.merge(*streams, key=start_order), want)), read
 
 
-def start_order(row: tuple) -> tuple:
+def start_order(row: tuple[Any, ...]) -> tuple:
     """The order due jobs (priority, at, seq, ...) start in: the highest priority first, then by time, then added."""
     return (-row[0], row[1], row[2])
 
 
-def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int], list[tuple]],
-                 top: Optional[int], want: int) -> list[tuple]:
+def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int], list[tuple[Any, ...]]],
+                 top: Optional[int], want: int) -> list[tuple[Any, ...]]:
     """Up to ``want`` rows read priority by priority, highest first: ``read(priority, n)`` gives a priority's
     first n, ``probe(above)`` the next priority down where rows are (None where none). Starting at ``top``
     (where it is known) saves the first probe."""
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     priority = top if top is not None else probe(max(PRIORITIES) + 1)
     while priority is not None:
         rows += read(priority, want - len(rows))
@@ -196,7 +196,7 @@ def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int
     return rows
 
 
-def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple[Any, ...]]:
     """The first ``want`` due jobs without a group, in start order: each priority's due jobs come first in
     its index, so the jobs scheduled for later are never read."""
     return _by_priority(
@@ -205,7 +205,7 @@ def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tupl
         None, want)
 
 
-def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple[Any, ...]]:
     """Up to ``want`` groups with room and a due head, as (grp, running, priority): the highest priority
     first, then by their head; the groups whose head is scheduled for later are never read."""
     return _by_priority(
@@ -214,7 +214,7 @@ def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple
         None, want)
 
 
-def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: float) -> list[tuple]:
+def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: float) -> list[tuple[Any, ...]]:
     """A group's first ``want`` due jobs in start order, from its top priority down."""
     return _by_priority(
         lambda above: ex.one("group_priority_below", {"queue": queue, "grp": grp, "above": above})[0],
@@ -224,7 +224,7 @@ def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: 
 
 
 def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
-         picked: list[tuple]) -> list[Claimed]:
+         picked: list[tuple[Any, ...]]) -> list[Claimed]:
     """Take the picked jobs still queued, each under a lease; in start order.
 
     A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.

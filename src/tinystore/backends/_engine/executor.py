@@ -51,14 +51,14 @@ class Unreadable(Exception):
 class Later:
     """The answer of a statement sent ahead (``Executor.ahead``), read when it is needed."""
 
-    def __init__(self, rows: list[tuple]):
+    def __init__(self, rows: list[tuple[Any, ...]]):
         self._rows = rows
 
-    def one(self) -> Optional[tuple]:
+    def one(self) -> Optional[tuple[Any, ...]]:
         rows = self.all()
         return rows[0] if rows else None
 
-    def all(self) -> list[tuple]:
+    def all(self) -> list[tuple[Any, ...]]:
         return self._rows
 
 
@@ -68,11 +68,11 @@ class Executor(ABC):
     takes_at_once = False
 
     @abstractmethod
-    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+    def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
         """The first row of statement ``name``, or None."""
 
     @abstractmethod
-    def all(self, name: str, params: Any = ()) -> list[tuple]:
+    def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """Every row of statement ``name``."""
 
     def ahead(self, name: str, params: Any = ()) -> Later:
@@ -103,10 +103,10 @@ class Executor(ABC):
         (``limit``: the most jobs a group may run)."""
 
     @abstractmethod
-    def taken(self, row: tuple) -> Claimed:
+    def taken(self, row: tuple[Any, ...]) -> Claimed:
         """A row of statement ``take`` as the job claimed; ``Unreadable`` where it cannot be read."""
 
-    def not_taken(self, queue: str, picked: list[tuple]) -> None:
+    def not_taken(self, queue: str, picked: list[tuple[Any, ...]]) -> None:
         """Picked jobs (``(priority, at, seq, grp)``, read from a due index) that ``take`` did not find
         queued. A driver whose claims can meet rows that another claim took since they were picked lets
         them be."""

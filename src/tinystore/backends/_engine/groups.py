@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
-from typing import Optional
+from typing import Any, Optional
 
 from ..._options import QueueOptions
 from .executor import Executor
@@ -42,7 +42,7 @@ def options(ex: Executor, queue: str) -> QueueOptions:
 
 
 @lru_cache(maxsize=256)
-def _limits(text: str) -> tuple:
+def _limits(text: str) -> tuple[Any, ...]:
     o = QueueOptions.from_json(json.loads(text))
     return (o.concurrency, o.rate, o.group_concurrency, o.group_rate, o.paused)
 

@@ -208,12 +208,12 @@ class PgConn:
         self.sent: Optional[list[psycopg.Cursor]] = None  # while the writer's pipeline runs: its statements
         self.retired = False  # the writer makes a new connection before its next batch (see _writer)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)
         self._count(cur)
         return cur
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> psycopg.Cursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> psycopg.Cursor:
         cur = self.raw.cursor()
         cur.executemany(sql, list(rows))
         self._count(cur)
@@ -232,10 +232,10 @@ class PgConn:
         self.changes += wrote
         return wrote > 0
 
-    def one(self, sql: str, params: Any = None) -> Optional[tuple]:
+    def one(self, sql: str, params: Any = None) -> Optional[tuple[Any, ...]]:
         return self.execute(sql, params).fetchone()
 
-    def all(self, sql: str, params: Any = None) -> list[tuple]:
+    def all(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self.execute(sql, params).fetchall()
 
     def __getattr__(self, name: str) -> Any:

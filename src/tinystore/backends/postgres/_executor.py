@@ -28,9 +28,9 @@ class Sent(Later):
 
     def __init__(self, cur: psycopg.Cursor):
         self._cur = cur
-        self._rows: Optional[list[tuple]] = None
+        self._rows: Optional[list[tuple[Any, ...]]] = None
 
-    def all(self) -> list[tuple]:
+    def all(self) -> list[tuple[Any, ...]]:
         if self._rows is None:
             self._rows = self._cur.fetchall()
         return self._rows
@@ -46,10 +46,10 @@ class PgExecutor(Executor):
         self.conn = conn
         self.q = {**conn.q.statements, **conn.q.serial_picks} if serial else conn.q.statements
 
-    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+    def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
         return self.conn.execute(self.q[name], params).fetchone()
 
-    def all(self, name: str, params: Any = ()) -> list[tuple]:
+    def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(self.q[name], params).fetchall()
 
     def ahead(self, name: str, params: Any = ()) -> Later:
@@ -72,7 +72,7 @@ class PgExecutor(Executor):
         self.conn.executemany(self.q["groups_update"], [{"queue": queue, "grp": grp, "change": change,
                                                          "limit": limit} for grp, change in changes.items()])
 
-    def taken(self, row: tuple) -> Claimed:
+    def taken(self, row: tuple[Any, ...]) -> Claimed:
         return Claimed(*row)
 
     def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:

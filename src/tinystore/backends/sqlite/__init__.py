@@ -263,7 +263,7 @@ class SQLiteBackend(SQLiteReads, Backend):
         _identity.closed(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
-               alone: bool = False) -> Future:
+               alone: bool = False) -> Future[Any]:
         """A write for the writer; ``work`` a queue it gives work to, for its commit's notice, ``source``
         who asked, ``alone`` in a transaction of its own (see ``Writer.submit``)."""
         self._usable()
@@ -333,10 +333,10 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._about(queue), self._read() as conn:
             return reads.options(SQLiteExecutor(conn), queue)
 
-    def save_options(self, queue: str, options: QueueOptions) -> Future:
+    def save_options(self, queue: str, options: QueueOptions) -> Future[Any]:
         return self.submit(lambda conn: work.save_options(SQLiteExecutor(conn), queue, options), work=queue)
 
-    def set_paused(self, queue: str, paused: bool) -> Future:
+    def set_paused(self, queue: str, paused: bool) -> Future[Any]:
         return self.submit(lambda conn: work.set_paused(SQLiteExecutor(conn), queue, paused), work=queue)
 
     def queue_names(self) -> list[str]:
@@ -345,10 +345,10 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     # Jobs
 
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future[Any]:
         if tx is None:
             return self.submit(lambda conn: _engine_jobs.add(SQLiteExecutor(conn), queue, jobs, now), work=queue)
-        future: Future = Future()
+        future: Future[Any] = Future()
         try:
             added = _engine_jobs.add(SQLiteExecutor(tx.connection, locked=False), queue, jobs, now)
             # Told by this process at its commit (store.transaction()), else heard by every process.
@@ -363,7 +363,7 @@ class SQLiteBackend(SQLiteReads, Backend):
             raise error from exc
         return future
 
-    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+    def declare(self, queue: str, job: NewJob, now: float) -> Future[Any]:
         return self.submit(lambda conn: _engine_jobs.declare(SQLiteExecutor(conn), queue, job, now), work=queue)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
@@ -378,10 +378,10 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._about(queue), self._read() as conn:
             return reads.ahead_many(SQLiteExecutor(conn), queue, rows, now)
 
-    def watch_begin(self, owner: int, seq: int) -> Future:
+    def watch_begin(self, owner: int, seq: int) -> Future[Any]:
         return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
 
-    def watch_end(self, owner: int, seq: int) -> Future:
+    def watch_end(self, owner: int, seq: int) -> Future[Any]:
         return self.submit(lambda conn: work.watch_end(SQLiteExecutor(conn), owner, seq))
 
     def watched(self, cursors: dict[int, int]) -> Watched:
@@ -392,34 +392,34 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._read() as conn:
             return reads.was_cancelled(SQLiteExecutor(conn), seq)
 
-    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.create(SQLiteExecutor(conn), id, then, queue, now))
 
-    def close_batch(self, id: str, now: float) -> Future:
+    def close_batch(self, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.close(SQLiteExecutor(conn), id, now, self._writer.notify))
 
     def batch(self, id: str, now: float) -> Optional[BatchRow]:
         with self._read() as conn:
             return reads.batch(SQLiteExecutor(conn), id, now)
 
-    def cancel(self, queue: str, id: str, now: float) -> Future:
+    def cancel(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.cancel(SQLiteExecutor(conn), queue, id, now, self._writer.notify),
                            work=queue)
 
-    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+    def retry_failed(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.retry_failed(SQLiteExecutor(conn), queue, id, now), work=queue)
 
     def last_seq(self) -> int:
         with self._read() as conn:
             return bulk.last_seq(SQLiteExecutor(conn))
 
-    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         # Alone: in a transaction of its own, after the writes waiting before it (adds), which commit
         # without waiting for the chunk; the next chunk is asked for only once this one committed.
         return self.submit(lambda conn: bulk.cancel(SQLiteExecutor(conn), queue, pick, after, now,
                                                     self._writer.notify), work=queue, alone=True)
 
-    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue,
                            alone=True)
 
@@ -439,7 +439,7 @@ class SQLiteBackend(SQLiteReads, Backend):
     # Workers
 
     def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]", source: Any = None) -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future[Any]:
         def op(conn: sqlite3.Connection) -> Cycle:
             # The clock is read once the write lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
@@ -447,17 +447,17 @@ class SQLiteBackend(SQLiteReads, Backend):
             return work.cycle(SQLiteExecutor(conn), queue, owner, settlements, want, t, self._writer.notify)
         return self.submit(op, source=source)
 
-    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future[Any]:
         return self.submit(lambda conn: work.renew(SQLiteExecutor(conn), queue, owner, expires, seqs))
 
-    def progress(self, seq: int, attempt: int, value: str) -> Future:
+    def progress(self, seq: int, attempt: int, value: str) -> Future[Any]:
         return self.submit(lambda conn: work.progress(SQLiteExecutor(conn), seq, attempt, value))
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
             return reads.step_answer(SQLiteExecutor(conn), seq, name)
 
-    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future[Any]:
         return self.submit(lambda conn: work.keep_step(SQLiteExecutor(conn), seq, attempt, name, answer))
 
     def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
@@ -495,7 +495,7 @@ class SQLiteBackend(SQLiteReads, Backend):
         conn = getattr(self._local, "conn", None)
         return conn is not None and conn.in_transaction
 
-    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         with self._read() as conn:
             return conn.execute(sql, params).fetchall()
 

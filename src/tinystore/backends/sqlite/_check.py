@@ -132,7 +132,7 @@ def _check_counts(conn: sqlite3.Connection, problems: list[str], path: str) -> N
                             f"{_per_state(kept.get(queue, none))}; the jobs are {_per_state(found.get(queue, none))}")
 
 
-def _per_state(counts: tuple) -> str:
+def _per_state(counts: tuple[Any, ...]) -> str:
     return ", ".join(f"{state} {n}" for state, n in zip(STATES, counts))
 
 

@@ -66,7 +66,7 @@ class Writer:
     def __init__(self, conn: sqlite3.Connection, on_commit: Callable[[Notice], None]):
         self._conn = conn
         self._on_commit = on_commit
-        self._pending: deque = deque()
+        self._pending: deque[Any] = deque()
         self._cv = threading.Condition()
         self._closing = False
         self._closed = False
@@ -82,7 +82,7 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
-               alone: bool = False) -> Future:
+               alone: bool = False) -> Future[Any]:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
         ``work`` names a queue the operation gives work to, for the notice of
@@ -93,7 +93,7 @@ class Writer:
         writer thread, so that the writes queued before it commit first in a
         batch of their own, and their callers are told before it runs.
         """
-        future: Future = Future()
+        future: Future[Any] = Future()
         with self._cv:
             if self._closing:
                 raise Closed("the store is closed")
@@ -129,10 +129,10 @@ class Writer:
         ``wake_source``: work that whoever asked for the operation must be woken for too."""
         self._notices.notify(queue, job, wake_source)
 
-    def _take(self, limit: int) -> list:
+    def _take(self, limit: int) -> list[Any]:
         """The next batch: up to ``limit`` operations in order, ending before one that runs alone, which is
         a batch by itself."""
-        batch: list = []
+        batch: list[Any] = []
         while self._pending and len(batch) < limit:
             alone = self._pending[0][5]
             if alone and batch:
@@ -188,7 +188,7 @@ class Writer:
             if ended is not None:
                 self._finish(*ended)
 
-    def _finish(self, notice: Optional[Notice], outcomes: list) -> None:
+    def _finish(self, notice: Optional[Notice], outcomes: list[Any]) -> None:
         """After a transaction, once the lock is free: tell its notice, then resolve its futures, so that
         a caller returns only once this process's workers and watchers have heard of its commit."""
         if notice is not None:
@@ -199,7 +199,7 @@ class Writer:
             else:
                 future.set_exception(exc)
 
-    def _run(self, batch: list) -> tuple[Optional[Notice], list]:
+    def _run(self, batch: list[Any]) -> tuple[Optional[Notice], list]:
         """Run a batch in one transaction: its notice (None when it changed nothing), and each
         operation's future with its result or error, for ``_finish``."""
         conn = self._conn
@@ -245,7 +245,7 @@ class Writer:
                           for fn, args, future, work, source, _ in batch if not future.done()]
         return notices.notice(), outcomes
 
-    def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set) -> None:
+    def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set[Any]) -> None:
         """Log a commit's notices for other processes, and keep the log short."""
         rows = [(self.owner, queue, None) for queue in queues] + [(self.owner, q, job) for q, job in cancelled]
         conn.executemany(Q.notice_insert, rows)
