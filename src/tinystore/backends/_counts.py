@@ -24,7 +24,8 @@ from ._base import QueueCount
 STORED = ("queued", "running", "done", "failed")  # the states of a job row
 
 
-def queue_counts(kept: Iterable[tuple[Any, ...]], expired: Iterable[tuple], scheduled: Iterable[tuple],
+def queue_counts(kept: Iterable[tuple[Any, ...]], expired: Iterable[tuple[Any, ...]],
+                 scheduled: Iterable[tuple[Any, ...]],
                  first: Iterable[tuple[Any, ...]], now: float) -> list[QueueCount]:
     """``kept``: (queue, queued, running, done, failed, repeating); ``expired``: (queue, state, jobs,
     repeating); ``scheduled``: (queue, jobs due after now); ``first``: (queue, first ungrouped queued

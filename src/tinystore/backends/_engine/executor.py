@@ -58,6 +58,10 @@ class Later:
         rows = self.all()
         return rows[0] if rows else None
 
+    def row(self) -> tuple[Any, ...]:
+        """The one row the statement always answers (an aggregate)."""
+        return _found(self.one(), "a statement sent ahead")
+
     def all(self) -> list[tuple[Any, ...]]:
         return self._rows
 
@@ -74,6 +78,10 @@ class Executor(ABC):
     @abstractmethod
     def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """Every row of statement ``name``."""
+
+    def row(self, name: str, params: Any = ()) -> tuple[Any, ...]:
+        """The one row statement ``name`` always answers (an aggregate, a row it wrote and returns)."""
+        return _found(self.one(name, params), name)
 
     def ahead(self, name: str, params: Any = ()) -> Later:
         """Send statement ``name`` now; its rows are read later. It runs where it is sent, after what was sent
@@ -146,3 +154,9 @@ class Executor(ABC):
         """``hold_lease`` for run.transaction, whose application code may run long: no write of the
         lease's queue may change it meanwhile."""
         return self.hold_lease(seq, attempt)
+
+
+def _found(row: Optional[tuple[Any, ...]], name: str) -> tuple[Any, ...]:
+    if row is None:
+        raise LookupError(f"statement {name!r} answered no row, where it always answers one")
+    return row

@@ -34,7 +34,7 @@ def parse(text: str) -> dict[str, str]:
 SHARED = parse(read(__package__, "queries.sql"))
 
 
-class Statements(dict[str, Any]):
+class Statements(dict[str, str]):
     """Statements by name: ``q["take"]``, or ``q.take`` where a module reads one by its own name."""
 
     def __getattr__(self, name: str) -> str:

@@ -66,7 +66,7 @@ import time
 import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Collection, Iterable, Iterator, Optional
 
 import psycopg
 from psycopg import pq
@@ -174,7 +174,9 @@ class PostgresBackend(PostgresReads, Backend):
 
     def _identity(self, conn: psycopg.Connection) -> tuple[Any, ...]:
         """Which server and database a connection is to."""
-        return tuple(conn.execute(self.q.server_identity).fetchone())
+        row = conn.execute(self.q.server_identity).fetchone()
+        assert row is not None  # the query answers one row
+        return tuple(row)
 
     def _raw_connection(self) -> psycopg.Connection:
         return connect(self._where, self._durability, self._lock_timeout)
@@ -193,7 +195,7 @@ class PostgresBackend(PostgresReads, Backend):
     def register(self, now: float) -> int:
         self._usable()
         q = self.q
-        owner = self.submit(lambda conn: conn.one(q.process_next_id)[0]).result()
+        owner: int = self.submit(lambda conn: conn.row(q.process_next_id)[0]).result()
         self._registration = (owner, os.getpid(), socket.gethostname(), now, now)
         self._owner = self._writer.owner = owner  # before the insert: a writer connection made again names it
         if not self._where.pooled:
@@ -299,9 +301,9 @@ class PostgresBackend(PostgresReads, Backend):
         def op(conn: PgConn) -> int:
             found = 0
             for other in dead:
-                if not conn.one(q.live_try, (q.live_key, other))[0]:
+                if not conn.row(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read (or another look ends it now)
-                if not conn.one(q.process_stale, (other, GRACE))[0]:
+                if not conn.row(q.process_stale, (other, GRACE))[0]:
                     continue  # alive: it said it lives since the read (and lost its lock again)
                 ex = PgExecutor(conn)
                 for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now,
@@ -312,12 +314,12 @@ class PostgresBackend(PostgresReads, Backend):
             return found
         if not dead:
             return 0
-        found = self.submit(op).result()
+        found: int = self.submit(op).result()
         self._suspects = {other: suspect for other, suspect in self._suspects.items() if other not in dead}
         return found
 
     def dead_due(self, queues: Optional[Iterable[str]] = None) -> Optional[float]:
-        suspects = self._suspects.values()
+        suspects: Collection[tuple[float, frozenset[str]]] = self._suspects.values()
         if queues is not None:
             wanted = set(queues)
             suspects = [(due, held) for due, held in suspects if held & wanted]
@@ -720,7 +722,8 @@ class PostgresBackend(PostgresReads, Backend):
         self._usable()
         tx = getattr(self._local, "tx", None)
         if tx is not None:
-            return tx.execute(sql, params).fetchall()
+            rows: list[tuple[Any, ...]] = tx.execute(sql, params).fetchall()
+            return rows
         try:
             with self._pool.connection() as raw:
                 return PgConn(raw, self.q).execute(sql, params).fetchall()
@@ -748,7 +751,7 @@ class PostgresBackend(PostgresReads, Backend):
         return Transaction(PgConn(raw, self.q))
 
 
-def _copy(source: Future[Any], target: Future, result: Any = None) -> None:
+def _copy(source: Future[Any], target: Future[Any], result: Any = None) -> None:
     """A future's outcome told to another (``result`` in place of its own, where given)."""
     exc = source.exception()
     if exc is None:

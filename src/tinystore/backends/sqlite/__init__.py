@@ -140,7 +140,7 @@ class SQLiteBackend(SQLiteReads, Backend):
         held: list[int] = []
 
         def op(conn: sqlite3.Connection) -> int:
-            owner = conn.execute(Q.process_insert, here.row(now, lock)).fetchone()[0]
+            owner: int = conn.execute(Q.process_insert, here.row(now, lock)).fetchone()[0]
             try:
                 # Held before the commit makes the row visible. A byte held already is a process's that is
                 # not registered (its row was removed while it lived): this registration takes another id.
@@ -180,7 +180,8 @@ class SQLiteBackend(SQLiteReads, Backend):
             rows = conn.execute(Q.process_list).fetchall()
         if all(row[0] == self._owner or self._here.alive(row, self._lock) for row in rows):
             return 0
-        return self.submit(self._end_dead_in, now, self._owner).result()
+        ended: int = self.submit(self._end_dead_in, now, self._owner).result()
+        return ended
 
     def _after_commit(self, conn: sqlite3.Connection) -> None:
         """After each commit of the writer, before its callers hear of it: is the file still there?
@@ -200,16 +201,19 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def _relock(self, conn: sqlite3.Connection) -> None:
         try:
+            owner = self._owner
+            if owner is None:  # the registration ended (a close) since the relock was asked for
+                return
             new = LockFile(self._lock_path)
             if new.identity == self._lock.identity:
                 new.close()
                 return
-            if not new.hold(self._owner):
+            if not new.hold(owner):
                 new.close()
                 log.warning("the lock file %s was replaced, and this process's byte there is held by another "
                             "process: opens elsewhere tell whether it is alive by its pid", self._lock_path)
                 return
-            conn.execute(Q.process_relock, (new.identity.dev, new.identity.ino, self._owner))
+            conn.execute(Q.process_relock, (new.identity.dev, new.identity.ino, owner))
             new.record(self.file)
             self._old_locks.append(self._lock)  # kept until close: this registration's row may name it still
             self._lock = new
@@ -472,7 +476,8 @@ class SQLiteBackend(SQLiteReads, Backend):
         if conn.in_transaction:
             raise InvalidArgument("a store.transaction() is already open in this thread")
         begin_immediate(conn)
-        tx = Transaction(conn, told=set())
+        told: set[str] = set()
+        tx = Transaction(conn, told=told)
         try:
             yield tx
             self._watch.check()  # a commit to a file no longer at the path would be lost
@@ -489,7 +494,7 @@ class SQLiteBackend(SQLiteReads, Backend):
                 raise
             raise error from exc
         tx.closed = True
-        self._on_notice(Notice({queue: None for queue in tx.told}))
+        self._on_notice(Notice({queue: None for queue in told}))
 
     def in_transaction(self) -> bool:
         conn = getattr(self._local, "conn", None)
@@ -512,7 +517,7 @@ class SQLiteBackend(SQLiteReads, Backend):
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
-            count = self.submit(op).result()
+            count: int = self.submit(op).result()
             removed += count
             if progress is not None:
                 progress(removed)

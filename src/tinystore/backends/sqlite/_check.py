@@ -87,7 +87,7 @@ def _is_store(conn: sqlite3.Connection, problems: list[str], path: str) -> bool:
 def _check(conn: sqlite3.Connection, pragma: str, limit: int, problems: list[str], path: str) -> Optional[int]:
     try:
         rows = conn.execute(f"PRAGMA {pragma}({int(limit)})").fetchall()
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        pages: int = conn.execute("PRAGMA page_count").fetchone()[0]
     except sqlite3.Error as exc:
         _found(exc, problems, path)
         return None

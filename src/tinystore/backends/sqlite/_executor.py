@@ -31,7 +31,8 @@ class SQLiteExecutor(Executor):
         self.locked = locked
 
     def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
-        return self.conn.execute(Q[name], params).fetchone()
+        row: Optional[tuple[Any, ...]] = self.conn.execute(Q[name], params).fetchone()
+        return row
 
     def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(Q[name], params).fetchall()

@@ -52,10 +52,12 @@ from typing import Any, Callable, Optional
 from ..._errors import Closed, StoreCorrupt
 from .._base import Notice
 from .._commits import CommitNotices
-from ._connection import begin_immediate, path_of, timeout_of, translated
+from ._connection import Connection, begin_immediate, path_of, timeout_of, translated
 from ._sql import Q
 
 log = logging.getLogger("tinystore.store")
+# an operation's future, and its result or its error
+Outcome = tuple["Future[Any]", Any, Optional[BaseException]]
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the write lock long
 
 
@@ -63,7 +65,7 @@ NOTICES_KEPT_EVERY = 256  # commits with notices between prunes of the notice lo
 
 
 class Writer:
-    def __init__(self, conn: sqlite3.Connection, on_commit: Callable[[Notice], None]):
+    def __init__(self, conn: Connection, on_commit: Callable[[Notice], None]):
         self._conn = conn
         self._on_commit = on_commit
         self._pending: deque[Any] = deque()
@@ -102,7 +104,7 @@ class Writer:
                 self._cv.notify()
                 return future
         if self._write_lock.acquire(blocking=False):
-            ran = []
+            ran: list[tuple[list[Any], tuple[Optional[Notice], list[Outcome]]]] = []
             try:
                 while not ran or all(item[2] is not future for item in ran[-1][0]):
                     with self._cv:
@@ -188,23 +190,23 @@ class Writer:
             if ended is not None:
                 self._finish(*ended)
 
-    def _finish(self, notice: Optional[Notice], outcomes: list[Any]) -> None:
+    def _finish(self, notice: Optional[Notice], outcomes: list[Outcome]) -> None:
         """After a transaction, once the lock is free: tell its notice, then resolve its futures, so that
         a caller returns only once this process's workers and watchers have heard of its commit."""
         if notice is not None:
             self._on_commit(notice)
-        for future, result, exc in outcomes:
-            if exc is None:
+        for future, result, error in outcomes:
+            if error is None:
                 future.set_result(result)
             else:
-                future.set_exception(exc)
+                future.set_exception(error)
 
-    def _run(self, batch: list[Any]) -> tuple[Optional[Notice], list]:
+    def _run(self, batch: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """Run a batch in one transaction: its notice (None when it changed nothing), and each
         operation's future with its result or error, for ``_finish``."""
         conn = self._conn
         self.transactions += 1
-        outcomes = []
+        outcomes: list[Outcome] = []
         notices = self._notices = CommitNotices()
         # Alone in its transaction, an operation needs no savepoint: its error rolls the transaction back.
         alone = len(batch) == 1

@@ -33,7 +33,7 @@ EVERY_QUEUE = ("task backend {alias!r}: QUEUES = [] would allow every queue, but
                "QUEUES")
 
 
-class TaskBackend(BaseTaskBackend):
+class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no types: its base class is Any to mypy
     """Tasks enqueued as jobs of the tinystore queue named by their ``queue_name``, in the Django database
     named by ``OPTIONS["database"]`` (``"default"`` unless given).
 
@@ -201,4 +201,5 @@ def _aware(run_after: Optional[datetime]) -> Optional[datetime]:
     """``run_after`` as an aware datetime: a naive one (USE_TZ = False) is in Django's TIME_ZONE."""
     if run_after is None or timezone.is_aware(run_after):
         return run_after
-    return timezone.make_aware(run_after)
+    aware: datetime = timezone.make_aware(run_after)
+    return aware
