@@ -24,7 +24,7 @@ TESTS = Path(__file__).parent
 BACKEND_NEUTRAL = ("contract", "crash", "limits", "schedules")  # the folders whose tests run on every backend
 # The files and folders whose tests take longest, longest first. They start first, so that a run on several
 # worker processes (``-n``, each taking the next test file as it is free) does not end with one file left.
-LONGEST_FIRST = ("test_benchmarks_run.py", "soak", "powercut", "crash", "limits")
+LONGEST_FIRST = ("test_benchmarks_run.py", "soak", "powercut", "test_docs.py", "crash", "limits")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -15,6 +15,7 @@ The site builds with warnings as errors, and its pages draw in headless Chromium
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -193,3 +194,16 @@ def test_every_link_of_readme_into_the_repository_reaches_a_file_and_readme_stay
     assert links, "README links into the manual"
     assert [link for link in links if not (ROOT / link).exists()] == []
     assert len(text.splitlines()) <= 300
+
+
+def test_the_contracts_page_names_only_contracts_that_tests_are_named_after_and_lists_every_other() -> None:
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "mkdocs_hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    found = hooks.tests_by_contract()
+    page = (ROOT / "docs" / "contracts.md").read_text("utf-8")
+    rendered = hooks.contracts_page(page, found)  # raises where the page names a contract no test checks
+    assert "<!-- tests:" not in rendered
+    assert all(name in rendered for tests in found.values() for _, name in tests)
+    with pytest.raises(ValueError, match="JOB-99"):
+        hooks.contracts_page("<!-- tests: JOB-99 -->", found)

@@ -30,8 +30,27 @@ def public_names() -> Iterator[tuple[str, Any]]:
     yield "tinystore.web.app", web.app
 
 
-def own_docstring(obj: Any) -> str | None:
-    """The docstring written for ``obj`` itself: not a dataclass's generated signature, not a base's."""
+SRC = Path(__file__).resolve().parent.parent / "src" / "tinystore"
+
+
+def alias_docstring(name: str) -> str | None:
+    """The string under ``name = ...`` at the top level of a module of the package: how a type alias (a
+    ``Literal``, which has no docstring of its own at run time) is documented, for the reference too."""
+    for path in sorted(SRC.rglob("*.py")):
+        body = ast.parse(path.read_text("utf-8")).body
+        for node, after in zip(body, body[1:]):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            if (any(getattr(t, "id", None) == name for t in targets) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                return after.value.value
+    return None
+
+
+def own_docstring(obj: Any, name: str = "") -> str | None:
+    """The docstring written for ``obj`` itself: not a dataclass's generated signature, not a base's, and
+    for a type alias the string under its assignment."""
+    if not (inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)):
+        return alias_docstring(name)
     if inspect.isclass(obj):
         doc = vars(obj).get("__doc__")
         if doc and doc.startswith(f"{obj.__name__}("):  # made by @dataclass
@@ -71,7 +90,7 @@ def undocumented() -> list[str]:
     for qualname, obj in public_names():
         if isinstance(obj, (str, int, float, tuple)):
             continue  # a constant: its module's docstring says what it is
-        doc = own_docstring(obj)
+        doc = own_docstring(obj, qualname.rpartition(".")[2])
         if not doc:
             missing.append(qualname)
             continue

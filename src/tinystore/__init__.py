@@ -7,6 +7,8 @@ survives, and runs at least once. The package's modules:
 - ``_context``     Context: what the modules below Store are handed (backend, clock, owner, notices)
 - ``_dead``        looking again for a dead process as its grace ends (PostgreSQL, DUR-03)
 - ``_queue``       Queue: add, get, cancel, retry, jobs, watch, work
+- ``_awaiting``    each call written once, as steps that a sync caller waits for and an ``_async`` twin awaits
+- ``_lanes``       the thread of its own that one ``transaction_async()`` runs on
 - ``_worker``      Worker: one event loop for its queues' runners, notices, liveness, shutdown
 - ``_runner``      QueueRunner: one queue's claim cycles, and the attempts they start and end
 - ``_attempt``     the worker's record of one attempt; ``_ending`` what its end means; ``_deadlines`` timeouts
@@ -43,7 +45,7 @@ from ._queue import Queue
 from ._repeat import Cron, Every, Repeat, cron, every
 from ._run import AsyncRun, Run
 from ._store import Store, open
-from ._transaction import Transaction
+from ._transaction import AsyncTransaction, Transaction
 
 # A library logs, the application decides where to: nothing is printed unless logging is configured
 # (the ``tinystore worker`` command configures it).
@@ -52,7 +54,7 @@ logging.getLogger("tinystore").addHandler(logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
-    "AsyncRun", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error",
+    "AsyncRun", "AsyncTransaction", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error",
     "Every", "Fail", "InvalidArgument", "Job", "JobState", "JobStateName", "LimitExceeded", "Locked", "Queue",
     "QueueOptionArgs", "ReadOnly", "Repeat", "Retry", "Run", "Snooze", "Store", "StoreCorrupt", "StoreGone",
     "Transaction", "Unavailable", "cron", "every", "open",

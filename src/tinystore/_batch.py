@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ._awaiting import Steps, awaited, resolved
 from ._context import Context
 from ._errors import InvalidArgument
 from ._jobstate import Job
@@ -41,11 +42,18 @@ class Batch:
         in the close's own transaction, where they have all ended already or it has none). Closing it
         again changes nothing; a batch the store no longer keeps (it left with its then job) is
         ``InvalidArgument``."""
+        resolved(self._close())
+
+    async def close_async(self) -> None:
+        """``close`` for ``await``."""
+        await awaited(self._close())
+
+    def _close(self) -> "Steps[None]":
         self._ctx.check_open()
         if self._ctx.backend.in_transaction():
             raise InvalidArgument(f"a store.transaction() is open in this thread: close batch {self.id!r} "
                                   "after it commits")
-        if not self._ctx.backend.close_batch(self.id, self._ctx.clock.now()).result():
+        if not (yield self._ctx.backend.close_batch(self.id, self._ctx.clock.now())):
             raise InvalidArgument(f"batch {self.id!r} is not kept by the store (or left with its then job)")
 
 

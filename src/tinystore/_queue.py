@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Iterator, Optional
 
+from ._awaiting import Steps, awaited, resolved
 from ._batch import Batch
 from ._context import Context
 from ._durations import Duration, parse_duration
@@ -13,9 +14,10 @@ from ._errors import Closed, InvalidArgument, LimitExceeded
 from ._jobstate import STATES, Job, JobState, JobStateName, state_of, visible
 from ._options import QueueOptions
 from ._repeat import Repeat
-from ._transaction import Transaction
+from ._transaction import AsyncTransaction, Transaction
 from ._typed import Decode, decoder
 from ._values import MAX_BATCH, check_priority, check_text_id, check_time, encode_json, new_id, to_timestamp
+from .backends._asyncconn import is_async_connection, run_on_async_connection
 from .backends._base import JobDetail, JobRow, NewJob, Pick
 
 if TYPE_CHECKING:
@@ -70,6 +72,18 @@ class Queue:
                                   priority=priority)],
                              tx=tx, conn=conn, batch=batch)[0]
 
+    async def add_async(self, payload: Any, id: Optional[str] = None, at: Any = None,
+                        delay: Optional[Duration] = None, group: Optional[str] = None, tx: Any = None,
+                        conn: Any = None, repeat: Optional[Repeat] = None, priority: int = 0,
+                        batch: Any = None) -> JobState:
+        """``add`` for ``await``: once the await returns, the job is on the disk (DUR-01); the loop runs
+        other tasks while the commit waits (ASY-01). ``tx=`` takes a ``store.transaction_async()``;
+        ``conn=`` also takes the application's own async connection in its open transaction (psycopg's
+        ``AsyncConnection``, SQLAlchemy's ``AsyncConnection`` or ``AsyncSession``). A task cancelled
+        while it awaits promised nothing: ``get`` says whether the job was added (ASY-02)."""
+        job = Job(payload, id=id, at=at, delay=delay, group=group, repeat=repeat, priority=priority)
+        return (await self.add_many_async([job], tx=tx, conn=conn, batch=batch))[0]
+
     def add_many(self, items: Iterable[Any], tx: Optional[Transaction] = None, conn: Any = None,
                  batch: Any = None) -> list[JobState]:
         """Add payloads or ``Job`` items in one transaction, all or none; one JobState per item, in order.
@@ -83,13 +97,29 @@ class Queue:
         ``store.transaction()`` with ``tx=`` where they must commit together.
         ``batch``: every job added joins that batch, as ``add`` says.
         """
+        return resolved(self._add_many(items, tx, conn, batch))
+
+    async def add_many_async(self, items: Iterable[Any], tx: Any = None, conn: Any = None,
+                             batch: Any = None) -> list[JobState]:
+        """``add_many`` for ``await``, as ``add_async`` is ``add``'s."""
+        if isinstance(tx, AsyncTransaction):  # its statements run on the transaction's own thread
+            if conn is not None:
+                raise InvalidArgument("give tx= or conn=, not both", queue=self.name)
+            return await tx.run_sync(lambda sync: self.add_many(items, tx=sync, batch=batch))
+        if conn is not None and is_async_connection(conn):
+            return await run_on_async_connection(conn, self.name,
+                                                 lambda sync: self.add_many(items, conn=sync, batch=batch))
+        return await awaited(self._add_many(items, tx, conn, batch))
+
+    def _add_many(self, items: Iterable[Any], tx: Optional[Transaction], conn: Any,
+                  batch: Any) -> "Steps[list[JobState]]":
         self._ctx.check_open()
         now = self._ctx.clock.now()
         jobs = self._new_jobs(items, now)
         if batch is not None:
             jobs = self._joining(jobs, batch)
         target = self._target(tx, conn)
-        results = self._ctx.backend.add(self.name, jobs, now, tx=target).result()
+        results = yield self._ctx.backend.add(self.name, jobs, now, tx=target)
         if self._ctx.events:
             self._ctx.events.added(self.name, sum(a.added for a in results))
         return [self._state(a.row, now, added=a.added) for a in results]
@@ -191,10 +221,17 @@ class Queue:
 
     def get(self, id: str) -> Optional[JobState]:
         """The job with this id, or None where the queue keeps none."""
+        return resolved(self._get(id))
+
+    async def get_async(self, id: str) -> Optional[JobState]:
+        """``get`` for ``await``: the read runs in a thread, not on the loop."""
+        return await awaited(self._get(id))
+
+    def _get(self, id: str) -> "Steps[Optional[JobState]]":
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
         now = self._ctx.clock.now()
-        row = visible(self._ctx.backend.get(self.name, id), now)
+        row = visible((yield lambda: self._ctx.backend.get(self.name, id)), now)
         return self._state(row, now) if row else None
 
     def detail(self, id: str) -> Optional[tuple[JobState, JobDetail]]:
@@ -215,13 +252,22 @@ class Queue:
         Ids that tinystore makes begin with the time they were added, so
         they page in that order.
         """
+        return resolved(self._jobs(state, group, limit, after))
+
+    async def jobs_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None, limit: int = 100,
+                         after: Optional[str] = None) -> list[JobState]:
+        """``jobs`` for ``await``: the read runs in a thread, not on the loop."""
+        return await awaited(self._jobs(state, group, limit, after))
+
+    def _jobs(self, state: Optional[str], group: Optional[str], limit: int,
+              after: Optional[str]) -> "Steps[list[JobState]]":
         if state is not None and state not in STATES[:5]:
             raise InvalidArgument(f"state={state!r} must be one of {', '.join(STATES[:5])}", queue=self.name)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
             raise InvalidArgument(f"limit={limit!r} must be an int from 1 to 10000", queue=self.name)
         self._ctx.check_open()
         now = self._ctx.clock.now()
-        rows = self._ctx.backend.jobs(self.name, state, group, limit, after, now)
+        rows = yield lambda: self._ctx.backend.jobs(self.name, state, group, limit, after, now)
         return [self._state(r, now) for r in rows]
 
     def usage(self, groups: int = 5) -> dict[str, Any]:
@@ -242,16 +288,31 @@ class Queue:
 
     def cancel(self, id: str) -> bool:
         """Take a scheduled, waiting or running job away (JOB-12); True where it took one."""
+        return resolved(self._cancel(id))
+
+    async def cancel_async(self, id: str) -> bool:
+        """``cancel`` for ``await``."""
+        return await awaited(self._cancel(id))
+
+    def _cancel(self, id: str) -> "Steps[bool]":
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
         # The notice of its commit tells the handler running it, in this process or another.
-        return self._ctx.backend.cancel(self.name, id, self._ctx.clock.now()).result() is not None
+        return (yield self._ctx.backend.cancel(self.name, id, self._ctx.clock.now())) is not None
 
     def retry(self, id: str) -> bool:
         """Run a failed job again, its attempts from zero; True where a failed job had that id."""
+        return resolved(self._retry(id))
+
+    async def retry_async(self, id: str) -> bool:
+        """``retry`` for ``await``."""
+        return await awaited(self._retry(id))
+
+    def _retry(self, id: str) -> "Steps[bool]":
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
-        return self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now()).result()
+        retried: bool = yield self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now())
+        return retried
 
     # Pausing
 
@@ -267,12 +328,20 @@ class Queue:
         times it missed). Declaring the queue again (``store.queue`` with
         options) keeps the pause: only ``resume`` ends it.
         """
-        return self._set_paused(True)
+        return resolved(self._set_paused(True))
+
+    async def pause_async(self) -> bool:
+        """``pause`` for ``await``."""
+        return await awaited(self._set_paused(True))
 
     def resume(self) -> bool:
         """End a pause: the queue's due jobs start again in every process, in start order (JOB-01). True, or
         False where the queue was not paused (nothing changed)."""
-        return self._set_paused(False)
+        return resolved(self._set_paused(False))
+
+    async def resume_async(self) -> bool:
+        """``resume`` for ``await``."""
+        return await awaited(self._set_paused(False))
 
     @property
     def paused(self) -> bool:
@@ -281,9 +350,9 @@ class Queue:
         kept = self._ctx.backend.load_options(self.name)
         return kept is not None and kept.paused
 
-    def _set_paused(self, paused: bool) -> bool:
+    def _set_paused(self, paused: bool) -> "Steps[bool]":
         self._ctx.check_open()
-        changed = self._ctx.backend.set_paused(self.name, paused).result()
+        changed = yield self._ctx.backend.set_paused(self.name, paused)
         if changed is None:
             raise InvalidArgument(f"no queue named {self.name!r} in the store", queue=self.name)
         return bool(changed)
@@ -301,8 +370,17 @@ class Queue:
         cancelled is. A ``state`` of done or failed names no job that can be
         cancelled, and is refused.
         """
-        pick = self._pick("cancel_many", state, group, ids, ("scheduled", "waiting", "running"))
-        return self._walk(pick, self._ctx.backend.cancel_chunk)
+        return resolved(self._cancel_many(state, group, ids))
+
+    async def cancel_many_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
+                                ids: Optional[Iterable[str]] = None) -> int:
+        """``cancel_many`` for ``await``. A task cancelled while it awaits leaves the chunks committed
+        before it as they are, and no chunk half done."""
+        return await awaited(self._cancel_many(state, group, ids))
+
+    def _cancel_many(self, state: Optional[str], group: Optional[str], ids: Optional[Iterable[str]]) -> "Steps[int]":
+        pick = yield from self._pick("cancel_many", state, group, ids, ("scheduled", "waiting", "running"))
+        return (yield from self._walk(pick, self._ctx.backend.cancel_chunk))
 
     def retry_many(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
                    ids: Optional[Iterable[str]] = None) -> int:
@@ -311,11 +389,19 @@ class Queue:
         many will run again. It walks the queue as ``cancel_many`` does; ``state`` may only be
         ``"failed"`` (or None, which means the same).
         """
-        pick = self._pick("retry_many", state, group, ids, ("failed",))
-        return self._walk(pick, self._ctx.backend.retry_chunk)
+        return resolved(self._retry_many(state, group, ids))
+
+    async def retry_many_async(self, state: Optional[JobStateName] = None, group: Optional[str] = None,
+                               ids: Optional[Iterable[str]] = None) -> int:
+        """``retry_many`` for ``await``, as ``cancel_many_async`` is ``cancel_many``'s."""
+        return await awaited(self._retry_many(state, group, ids))
+
+    def _retry_many(self, state: Optional[str], group: Optional[str], ids: Optional[Iterable[str]]) -> "Steps[int]":
+        pick = yield from self._pick("retry_many", state, group, ids, ("failed",))
+        return (yield from self._walk(pick, self._ctx.backend.retry_chunk))
 
     def _pick(self, call: str, state: Optional[str], group: Optional[str], ids: Optional[Iterable[str]],
-              states: tuple[str, ...]) -> Pick:
+              states: tuple[str, ...]) -> "Steps[Pick]":
         """What ``call`` acts on, every value checked before anything is written."""
         if state is not None and state not in states:
             names = ", ".join(states[:-1]) + " or " + states[-1] if len(states) > 1 else states[0]
@@ -329,14 +415,14 @@ class Queue:
                 raise InvalidArgument(f"ids={ids!r} must be a list of job ids", queue=self.name)
             picked = tuple(sorted({check_text_id(id, "id", self.name) for id in ids}))
         self._ctx.check_open()
-        return Pick(state, grp, picked, self._ctx.backend.last_seq())
+        return Pick(state, grp, picked, (yield self._ctx.backend.last_seq))
 
-    def _walk(self, pick: Pick, chunk: Callable[..., Any]) -> int:
+    def _walk(self, pick: Pick, chunk: Callable[..., Any]) -> "Steps[int]":
         """Run ``chunk`` (the backend's, one transaction each) from the first id to the last; the jobs it
         acted on. Each chunk is asked for once the one before committed."""
         acted, after = 0, ""
         while after is not None:
-            done = chunk(self.name, pick, after, self._ctx.clock.now()).result()
+            done = yield chunk(self.name, pick, after, self._ctx.clock.now())
             acted += done.acted
             after = done.after
         return acted

@@ -7,8 +7,10 @@ import logging
 import os
 import signal
 import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence, Unpack
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Callable, Iterator, Optional, Sequence, Unpack
+
+from ._awaiting import Steps, awaited, resolved
 
 from ._batch import Batch, BatchState, then_job
 from ._batch import state_of as batch_state_of
@@ -23,7 +25,8 @@ from . import _repeat
 from ._outage import Outages
 from ._options import QueueOptionArgs, QueueOptions, parse_options
 from ._queue import Queue, declare
-from ._transaction import Transaction
+from ._lanes import Lanes, transaction_in_lane
+from ._transaction import AsyncTransaction, Transaction
 from ._values import check_queue_name, from_timestamp, new_id
 from ._watch import Watches
 from ._worker import Worker
@@ -96,6 +99,7 @@ class Store:
         self._watches = Watches(self._ctx)
         self._serving: dict[Worker, tuple[asyncio.AbstractEventLoop, threading.Event]] = {}
         self._background: Optional[threading.Thread] = None
+        self._lanes = Lanes()  # the threads that transaction_async blocks run on
         clock.on_change(lambda: self._ctx.notices.fire())
 
     @property
@@ -224,12 +228,19 @@ class Store:
         """The batch with this id (or a ``Batch``) as it is now: how many of its jobs are scheduled,
         waiting, running, done, failed and cancelled, whether it is closed, and its then job's id once
         added; None where the store keeps no such batch."""
+        return resolved(self._batch_state(id))
+
+    async def batch_state_async(self, id: Any) -> Optional[BatchState]:
+        """``batch_state`` for ``await``: the read runs in a thread, not on the loop."""
+        return await awaited(self._batch_state(id))
+
+    def _batch_state(self, id: Any) -> "Steps[Optional[BatchState]]":
         id = id.id if isinstance(id, Batch) else id
         if not isinstance(id, str) or not id:
             raise InvalidArgument(f"a batch's id is a str, not {id!r}")
         self._ctx.check_open()
         now = self.clock.now()
-        return batch_state_of(self._backend.batch(id, now), now)
+        return batch_state_of((yield lambda: self._backend.batch(id, now)), now)
 
     # The application's rows
 
@@ -238,6 +249,16 @@ class Store:
         """One write transaction for the application's rows and jobs added with ``tx=`` (JOB-02)."""
         self._ctx.check_open()
         with self._backend.transaction() as tx:
+            yield tx
+
+    @asynccontextmanager
+    async def transaction_async(self) -> AsyncIterator[AsyncTransaction]:
+        """``transaction`` for ``async with``: ``await tx.execute(...)``, and ``queue.add_async(..., tx=tx)``
+        adds a job in it (JOB-02). It runs on a thread of its own, so that waiting for the write lock, the
+        disk or the server never blocks the loop (ASY-01); a task cancelled anywhere in the block leaves
+        it rolled back, or committed whole where the commit had begun (ASY-02)."""
+        self._ctx.check_open()
+        async with transaction_in_lane(self._lanes, self._backend.transaction) as tx:
             yield tx
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
@@ -256,9 +277,16 @@ class Store:
         """Per queue: jobs per state, how many of its jobs repeat (``repeating``: a schedule's queue has
         one), the age in seconds of the oldest due job, the last minute's runs, done and failed jobs, and
         whether it is ``paused``."""
+        return resolved(self._stats())
+
+    async def stats_async(self) -> dict[str, dict[str, Any]]:
+        """``stats`` for ``await``: the read runs in a thread, not on the loop."""
+        return await awaited(self._stats())
+
+    def _stats(self) -> "Steps[dict[str, dict[str, Any]]]":
         self._ctx.check_open()
         now = self.clock.now()
-        stats = self._backend.stats(now)
+        stats = yield lambda: self._backend.stats(now)
         def empty() -> dict[str, Any]:
             return {"scheduled": 0, "waiting": 0, "running": 0, "done": 0, "failed": 0, "repeating": 0,
                     "oldest_due_age": None, "started_last_minute": 0, "done_last_minute": 0,
@@ -445,6 +473,7 @@ class Store:
         for _, finished in serving:  # serve() in other threads: wait until they settled what ran
             finished.wait()
         self._ctx.closed = True
+        self._lanes.close()
         self._ctx.looks.close()
         self._watches.close()
         self._backend.close()

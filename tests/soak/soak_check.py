@@ -631,7 +631,7 @@ def check(records: list[dict], events: list[dict], finals: dict[str, dict], *,
             if stale(r, t):
                 continue  # its lease ran out while stopped: the handler was told (run.cancelled, JOB-12)
             if any(tt + GRACE - bounds.eps <= t for tt, _ in p.terms):
-                continue  # still running past the grace period after SIGTERM: cancelled as the README says
+                continue  # still running past the grace period after SIGTERM: cancelled as the manual says
             what = "was cancelled" if via == "CancelledError" else "saw run.cancelled turn true"
             i5.add(f"{r.q}/{r.id} attempt {r.a} {what} {elapsed:.3f}s after it began, before its timeout of "
                    f"{tmo:g}s, with no stop or SIGTERM of pid {r.pid} (run.cancelled={flag}):\n{r.describe(rel)}")

@@ -30,7 +30,7 @@ woke a sleeping task late: ``start``, ``stop``, ``secs``; see watch_loop),
 Producer records: ``ready``, ``adding`` (just before ``add``: id, queue,
 plan, group, due time), ``add_failed`` (``add`` raised ``Unavailable``: the
 connection was lost or the server restarted; ``error``; the same add is made
-again, with the same id, as README says an application does), ``added``
+again, with the same id, as the manual says an application does), ``added``
 (``add`` returned), ``exit``.
 """
 

@@ -88,7 +88,7 @@ FOR_DOCS = os.environ.get("TINYSTORE_SCREENSHOTS") == "docs"
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: ``docs/`` with ``TINYSTORE_SCREENSHOTS=docs`` (README's are taken so),
+    """Where the screenshots go: ``docs/`` with ``TINYSTORE_SCREENSHOTS=docs`` (the manual's are taken so),
     else a folder of the test run, so that running the tests leaves the checkout as it was."""
     return DOCS if FOR_DOCS else tmp_path_factory.mktemp("screenshots")
 

@@ -8,7 +8,8 @@ their futures resolved. A caller therefore returns only after its write is on
 disk, and concurrent callers share the commit.
 
 Whoever finds the write lock free runs the queue on its own thread (a
-caller that would wait anyway, or a worker's event loop); the writer thread
+caller that would wait anyway, or a worker's event loop), except an awaited
+call (``_handoff``), whose loop must not wait for the disk; the writer thread
 runs what is queued while that lock is taken. Handing every operation to the
 writer thread would cost a thread switch each, and make each SQLite call
 there wait for a busy thread to give up the GIL.
@@ -52,6 +53,7 @@ from typing import Any, Callable, Optional
 from ..._errors import Closed, StoreCorrupt
 from .._base import Notice
 from .._commits import CommitNotices
+from .._handoff import may_run_inline
 from ._connection import Connection, begin_immediate, path_of, timeout_of, translated
 from ._sql import Q
 
@@ -90,7 +92,7 @@ class Writer:
         ``work`` names a queue the operation gives work to, for the notice of
         its commit (when it changed something); ``source``, who asked, so that
         it is not woken by its own write. When no transaction is running,
-        this thread runs the queue itself now. ``alone``: a long operation (a
+        this thread runs the queue itself now, unless it is an event loop's (``_handoff``). ``alone``: a long operation (a
         chunk of cancel_many) in a transaction of its own, handed to the
         writer thread, so that the writes queued before it commit first in a
         batch of their own, and their callers are told before it runs.
@@ -103,7 +105,7 @@ class Writer:
             if alone:
                 self._cv.notify()
                 return future
-        if self._write_lock.acquire(blocking=False):
+        if may_run_inline() and self._write_lock.acquire(blocking=False):
             ran: list[tuple[list[Any], tuple[Optional[Notice], list[Outcome]]]] = []
             try:
                 while not ran or all(item[2] is not future for item in ran[-1][0]):
