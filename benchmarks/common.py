@@ -49,6 +49,7 @@ FULL = {
     "w10_adds": 200, "w10_jobs": 50, "w10_interval": 0.100, "w10_leases": 5, "w10_lease_s": 2.0,
     "w11_backlog": 100_000, "w11_jobs": 10_000, "w11_priorities": 10,
     "w12_jobs": 1_000_000, "w12_jobs_postgres": 100_000, "w12_alone_adds": 200,
+    "w13_jobs": 1_000, "w13_tasks": 50,
 }
 # Through a relay (``run.py --relay``) every statement waits for the network: the counts that would
 # take minutes at 2 ms a round trip are smaller (the rates and latencies are per job all the same).
@@ -67,6 +68,7 @@ SMALL = {  # every workload runs, each in about a second: proves the suite works
     "w10_adds": 10, "w10_jobs": 3, "w10_interval": 0.050, "w10_leases": 2, "w10_lease_s": 2.0,
     "w11_backlog": 500, "w11_jobs": 100, "w11_priorities": 10,
     "w12_jobs": 300, "w12_jobs_postgres": 300, "w12_alone_adds": 10,
+    "w13_jobs": 100, "w13_tasks": 50,
 }
 
 

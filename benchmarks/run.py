@@ -4,7 +4,7 @@
                              [--results DIR] [--markdown] [--keep]
                              [--backend sqlite|postgres] [--postgres ADMIN_URL] [--relay MS] [--short]
 
-The workloads are ``workloads/w1_add.py`` ... ``w12_bulk.py`` (docs/benchmarks.md
+The workloads are ``workloads/w1_add.py`` ... ``w13_async.py`` (docs/benchmarks.md
 says what each measures); worker processes run
 ``child.py``. Every run first measures the raw-SQLite baseline (``baseline.py``) on the same
 disk at the same ``synchronous`` setting, and every figure is reported with
@@ -51,7 +51,7 @@ import baseline  # noqa: E402
 from common import (FULL, HERE, RELAYED, SMALL, Context, PostgresTarget, RelayProcess, Row, Target,  # noqa: E402
                     reachable)
 
-DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12"]
+DEFAULT = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "W9", "W10", "W11", "W12", "W13"]
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 OPTIONAL = {"LIMITS": "limits", "WATCH": "watch"}  # modules other helpers write: main(argv)
 

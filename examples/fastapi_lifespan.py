@@ -4,8 +4,9 @@
     python examples/fastapi_lifespan.py               # runs the lifespan once, as a server would
 
 ``POST /photos/{id}?name=cat.jpg`` writes the photo's row and adds the job
-that makes its thumbnail in one transaction: a photo that exists already
-(409) leaves neither. ``GET /photos/{id}`` shows the thumbnail once the job
+that makes its thumbnail in one transaction (``store.transaction_async()``,
+awaited: the event loop serves other requests while the commit waits for
+the disk): a photo that exists already (409) leaves neither. ``GET /photos/{id}`` shows the thumbnail once the job
 is done. At startup the lifespan runs ``store.serve_async()`` as a task; at
 shutdown (the server's SIGTERM) ``store.stop()`` claims no more and lets
 running handlers finish within the grace period, as ``tinystore worker``
@@ -37,13 +38,13 @@ async def make_thumbnail(payload: dict, run: tinystore.AsyncRun) -> None:
         "update photos set thumbnail = 'thumb-' || name where id = ?", (payload["photo_id"],)))
 
 
-def add_photo(photo_id: int, name: str, seconds: float = 0) -> Optional[tinystore.JobState]:
+async def add_photo(photo_id: int, name: str, seconds: float = 0) -> Optional[tinystore.JobState]:
     """The photo's row and its thumbnail's job, in one commit; None where the photo exists: then the job
     added before the insert failed is rolled back with it."""
     try:
-        with store.transaction() as tx:
-            job = thumbnails.add({"photo_id": photo_id, "seconds": seconds}, tx=tx)
-            tx.execute("insert into photos (id, name) values (?, ?)", (photo_id, name))
+        async with store.transaction_async() as tx:
+            job = await thumbnails.add_async({"photo_id": photo_id, "seconds": seconds}, tx=tx)
+            await tx.execute("insert into photos (id, name) values (?, ?)", (photo_id, name))
     except sqlite3.IntegrityError:
         return None
     return job
@@ -65,16 +66,16 @@ except ImportError:
 else:
     app = FastAPI(lifespan=lifespan)
 
-    # Plain defs: a commit writes to the disk, so FastAPI runs them off the event loop.
+    # Async routes: every call that waits for the disk is awaited (an _async twin), so the loop never stalls.
     @app.post("/photos/{photo_id}", status_code=201)
-    def upload(photo_id: int, name: str, seconds: float = 0) -> dict:
-        job = add_photo(photo_id, name, seconds)
+    async def upload(photo_id: int, name: str, seconds: float = 0) -> dict:
+        job = await add_photo(photo_id, name, seconds)
         if job is None:
             raise HTTPException(409, f"photo {photo_id} exists")
         return {"job": job.id, "state": job.state}
 
     @app.get("/photos/{photo_id}")
-    def photo(photo_id: int) -> dict:
+    def photo(photo_id: int) -> dict:  # store.query has no twin: a plain def, which FastAPI runs in a thread
         rows = store.query("select name, thumbnail from photos where id = ?", (photo_id,))
         if not rows:
             raise HTTPException(404, f"no photo {photo_id}")
@@ -84,8 +85,8 @@ else:
 async def demo() -> None:
     """What a server does: enter the lifespan, handle a request, leave the lifespan."""
     async with lifespan(app):
-        job = add_photo(7, "cat.jpg")
-        assert job is not None and add_photo(7, "cat.jpg") is None, "photo 7 was there before"
+        job = await add_photo(7, "cat.jpg")
+        assert job is not None and await add_photo(7, "cat.jpg") is None, "photo 7 was there before"
         async for state in thumbnails.watch_async(job.id):
             print(f"client  photo 7's thumbnail is {state.state}", flush=True)
         print(f"client  {store.query('select thumbnail from photos where id = 7')[0][0]}", flush=True)

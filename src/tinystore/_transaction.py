@@ -63,6 +63,7 @@ class AsyncTransaction:
 
     @property
     def closed(self) -> bool:
+        """Whether the transaction has ended: committed or rolled back."""
         return self._tx.closed
 
     async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:

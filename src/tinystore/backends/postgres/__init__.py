@@ -82,6 +82,7 @@ from .._engine import groups as _engine_groups
 from .._engine import jobs as _engine_jobs
 from .._engine import batches, bulk, leases, reads, work
 from .._engine.claim import limited
+from .._release import RELEASE, refuse_later
 from .._targets import LOCK_TIMEOUT
 from . import _sql
 from ._connection import (PgConn, Where, begin, behind_pooler, configure, connect, dial, is_connection_error,
@@ -167,10 +168,13 @@ class PostgresBackend(PostgresReads, Backend):
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {q.quoted}")
             conn.execute(q.migrations_table)
             done = {v for (v,) in conn.execute(q.migrations_done)}
-            for version, script in q.migrations():
+            migrations = q.migrations()
+            refuse_later(f"the store in {self._where.server()}, schema {q.name!r},", done, migrations[-1][0])
+            for version, script in migrations:
                 if version not in done:
                     conn.execute(script)
                     conn.execute(q.migration_insert, (version,))
+            conn.execute(q.release_opened, (RELEASE, migrations[-1][0]))
 
     def _identity(self, conn: psycopg.Connection) -> tuple[Any, ...]:
         """Which server and database a connection is to."""

@@ -40,6 +40,7 @@ from . import _appconn, _daily_check, _identity
 from ._connection import (begin_immediate, check_file, connect, corrupt, is_busy, naming, not_a_database,
                           not_a_database_said, poll_for_the_write_lock, translated)
 from ._liveness import Identity, LockFile
+from .._release import RELEASE, refuse_later
 from ._sql import MIGRATIONS, Q
 from ._hearing import Hearing
 from ._executor import SQLiteExecutor
@@ -125,11 +126,13 @@ class SQLiteBackend(SQLiteReads, Backend):
             conn.execute("CREATE TABLE IF NOT EXISTS tinystore_migrations"
                          " (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)")
             done = {v for (v,) in conn.execute("SELECT version FROM tinystore_migrations")}
+            refuse_later(f"the store {self.path}", done, MIGRATIONS[-1][0])
             for version, script in MIGRATIONS:
                 if version not in done:
                     for statement in _statements(script):
                         conn.execute(statement)
                     conn.execute("INSERT INTO tinystore_migrations (version) VALUES (?)", (version,))
+            conn.execute(Q.release_opened, (RELEASE, MIGRATIONS[-1][0]))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

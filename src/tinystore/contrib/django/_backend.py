@@ -26,11 +26,9 @@ from ._execute import TaskHandler
 from ._results import load_task, task_result
 from ._stores import store_for, target_of
 
+DEFAULT_QUEUE = "default"  # Django's queue_name unless a task says otherwise
 RESULTS_KEPT = "7d"  # a done task's result (dedupe), as long as a failed one's error (keep), unless queue_options say
 OPTIONS = ("database", "schema", "direct", "queue_options")
-EVERY_QUEUE = ("task backend {alias!r}: QUEUES = [] would allow every queue, but tinystore's workers serve "
-               "queues by name, so tasks of a queue no worker names would wait forever: list the queues in "
-               "QUEUES")
 
 
 class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no types: its base class is Any to mypy
@@ -46,6 +44,10 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
     ``OPTIONS["schema"]`` is where tinystore's tables are on PostgreSQL; where the database's HOST is a
     pooler in transaction mode (PgBouncer), ``OPTIONS["direct"]`` is a URL of the same database that reaches
     the server itself, which the worker's session uses (``tinystore.open``'s ``direct=``).
+
+    ``QUEUES = []`` allows every queue, as Django says: the worker then serves every queue the store holds
+    (``default`` among them), and ``get_result`` looks in each. ``aenqueue`` and ``aget_result`` await the
+    store (``add_async``, ``get_async``) without a thread of their own.
     """
 
     supports_defer = True
@@ -80,15 +82,14 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
             target_of(self.database)
         except ImproperlyConfigured as exc:
             found.append(checks.Error(str(exc), obj=f"TASKS[{self.alias!r}]", id="tinystore.E001"))
-        if not self.queues:
-            found.append(checks.Error(EVERY_QUEUE.format(alias=self.alias), obj=f"TASKS[{self.alias!r}]",
-                                      id="tinystore.E002"))
         return found
 
-    def check_queues(self) -> None:
-        """Refuse QUEUES = [] (see EVERY_QUEUE)."""
-        if not self.queues:
-            raise ImproperlyConfigured(EVERY_QUEUE.format(alias=self.alias))
+    def queue_names(self) -> list[str]:
+        """The queues this backend's tasks may be in: QUEUES, or where it is empty (every queue) every queue
+        the store holds now, and ``default``."""
+        if self.queues:
+            return sorted(self.queues)
+        return sorted(set(self.store.queues()) | {DEFAULT_QUEUE})
 
     def validate_task(self, task: Task) -> None:
         """Django's checks of a task, and its ``queue_name`` one that tinystore takes as a queue's name."""
@@ -100,8 +101,27 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Add the task as a job of its queue, in the open ``transaction.atomic`` block where there is one
         (it commits with the block's rows, or not at all), else committed at once; its result, READY."""
+        queue, payload, run_after = self._job_of(task, args, kwargs)
+        connection = self._atomic_connection()
+        job = queue.add(payload, at=run_after, priority=int(task.priority), conn=connection)
+        result = task_result(self, task, job)
+        if connection is not None:
+            _intransaction.hold(self, result)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """``enqueue`` for async code: the add is awaited (``add_async``), committed at once (an async view
+        holds no ``transaction.atomic`` block of its own)."""
+        queue, payload, run_after = self._job_of(task, args, kwargs)
+        job = await queue.add_async(payload, at=run_after, priority=int(task.priority))
+        result = task_result(self, task, job)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
+
+    def _job_of(self, task: Task, args: Any, kwargs: Any) -> tuple[tinystore.Queue, dict[str, Any], Any]:
+        """The task's queue, its job's payload, and its time, every check made."""
         self.validate_task(task)
-        self.check_queues()
         queue = self.queue(task.queue_name)
         run_after = _aware(task.run_after)
         try:
@@ -111,13 +131,7 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
         except (TypeError, ValueError) as exc:  # Django's contract: arguments that are not JSON are a TypeError
             raise TypeError(f"task {task.module_path}: its arguments must be JSON ({exc}) (queue {queue.name!r})"
                             ) from None
-        connection = self._atomic_connection()
-        job = queue.add(payload, at=run_after, priority=int(task.priority), conn=connection)
-        result = task_result(self, task, job)
-        if connection is not None:
-            _intransaction.hold(self, result)
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        return queue, payload, run_after
 
     def get_result(self, result_id: str) -> TaskResult:
         """The task's result as the store keeps it; for a task this thread enqueued in its open transaction,
@@ -125,11 +139,22 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
         for result in _intransaction.held(self):
             if result.id == result_id:
                 return result
-        for queue in (self.queue(name) for name in sorted(self.queues)):
+        for queue in (self.queue(name) for name in self.queue_names()):
             job = queue.get(result_id)
             if job is not None:
                 return task_result(self, load_task(job.payload, queue.name, job.id, self.alias), job)
-        raise TaskResultDoesNotExist(f"no task {result_id!r} in the queues of task backend {self.alias!r}")
+        raise self._no_result(result_id)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        """``get_result`` for async code: each read awaited (``get_async``)."""
+        for queue in (self.queue(name) for name in self.queue_names()):
+            job = await queue.get_async(result_id)
+            if job is not None:
+                return task_result(self, load_task(job.payload, queue.name, job.id, self.alias), job)
+        raise self._no_result(result_id)
+
+    def _no_result(self, result_id: str) -> TaskResultDoesNotExist:
+        return TaskResultDoesNotExist(f"no task {result_id!r} in the queues of task backend {self.alias!r}")
 
     def queue(self, name: str) -> tinystore.Queue:
         """The tinystore queue of ``name``, with its ``queue_options`` kept in the store for every process."""
@@ -178,7 +203,6 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
         are not committed, so no worker can see them (and on SQLite the
         block holds the write lock the workers need).
         """
-        self.check_queues()
         if connections[self.database].in_atomic_block:
             if not _intransaction.in_test_transaction(self):
                 raise TransactionManagementError(
@@ -187,7 +211,7 @@ class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no typ
                     f"block (in a django.test.TestCase it runs the test's tasks in the test's transaction)")
             _intransaction.run_held(self)
             return
-        self.serve_queues(sorted(self.queues))
+        self.serve_queues(self.queue_names())
         self.store.run_until_idle()
 
     def _atomic_connection(self) -> Any:

@@ -16,8 +16,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.tasks import TaskResultStatus, default_task_backend, task_backends
@@ -114,14 +114,14 @@ class TasksInATestCase(TestCase):
                                                  "(Unsupported type: <class 'datetime.datetime'>) (queue 'default')"):
             send_receipt.enqueue(timezone.now())
 
-    def test_queues_left_empty_are_refused_saying_why(self):
+    def test_queues_left_empty_allow_every_queue_and_pass_the_checks(self):
         with override_settings(TASKS=every_queue()):
-            with self.assertRaisesMessage(ImproperlyConfigured, "task backend 'default': QUEUES = [] would "
-                                                                "allow every queue"):
-                send_receipt.enqueue(1)
-            with self.assertRaisesMessage(ImproperlyConfigured, "list the queues in QUEUES"):
-                default_task_backend.run_until_idle()
-            self.assertEqual([e.id for e in default_task_backend.check()], ["tinystore.E002"])
+            self.assertEqual(default_task_backend.check(), [])
+            receipt = send_receipt.enqueue(Order.objects.create(total=4).id)
+            declined = charge.enqueue(4)
+            default_task_backend.run_until_idle()
+            self.assertEqual(default_task_backend.get_result(receipt.id).status, TaskResultStatus.SUCCESSFUL)
+            self.assertEqual(default_task_backend.get_result(declined.id).status, TaskResultStatus.FAILED)
 
 
 class TasksCommitted(TransactionTestCase):
@@ -218,12 +218,35 @@ class Worker(TransactionTestCase):
         self.assertEqual(worker.wait(30), 0, worker.stderr.read())
         self.assertEqual(default_task_backend.get_result(receipt.id).status, TaskResultStatus.READY)
 
-    def test_queues_left_empty_are_refused_by_the_worker_saying_why(self):
+    def test_with_queues_left_empty_the_worker_serves_every_queue_the_store_holds(self):
         with override_settings(TASKS=every_queue()):
-            self.assertEqual([e.id for e in default_task_backend.check()], ["tinystore.E002"])
-        worker = self.start("--skip-checks", SHOP_EVERY_QUEUE="1")
-        self.assertNotEqual(worker.wait(60), 0)
-        self.assertIn("QUEUES = [] would allow every queue", worker.stderr.read())
+            weekly = report.using(queue_name="weekly").enqueue(48)  # a queue no setting names
+            receipt = send_receipt.enqueue(Order.objects.create(total=6).id)
+            worker = self.start("--skip-checks", SHOP_EVERY_QUEUE="1")
+            deadline = time.monotonic() + 60
+            while not all(default_task_backend.get_result(r.id).is_finished for r in (weekly, receipt)):
+                self.assertIsNone(worker.poll(), "the worker exited")
+                self.assertLess(time.monotonic(), deadline, "the worker did not run the tasks within 60s")
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGTERM)
+            self.assertEqual(worker.wait(30), 0, worker.stderr.read())
+            self.assertEqual(default_task_backend.get_result(weekly.id).return_value, "report of week 48")
+            self.assertEqual(default_task_backend.get_result(receipt.id).status, TaskResultStatus.SUCCESSFUL)
+
+
+class AsyncView(TransactionTestCase):
+    """An async view enqueues with ``aenqueue`` and reads back with ``aget_result``, awaiting the store."""
+
+    async def test_an_async_view_enqueues_a_task_that_a_worker_runs(self):
+        order = await Order.objects.acreate(total=30)
+        response = await self.async_client.get(f"/orders/{order.id}/receipt")
+        self.assertEqual(response.status_code, 200)
+        enqueued = response.json()
+        self.assertEqual(enqueued["status"], TaskResultStatus.READY)
+        await sync_to_async(default_task_backend.run_until_idle)()
+        result = await default_task_backend.aget_result(enqueued["id"])
+        self.assertEqual(result.status, TaskResultStatus.SUCCESSFUL)
+        self.assertEqual(result.return_value, {"order": order.id, "receipt": "receipt for 30"})
 
 
 @skipIf(settings.USE_TZ, "run with SHOP_USE_TZ=0")

@@ -21,6 +21,7 @@ def database(target: str, test: "str | None") -> dict:
 SECRET_KEY = "the test project's, not secret"
 DEBUG = False
 INSTALLED_APPS = ["tinystore.contrib.django", "shop"]
+ROOT_URLCONF = "shopsite.urls"
 # SHOP_TEST_DATABASE: the test database of manage.py test (on SQLite a file: the backend needs one)
 DATABASES = {"default": database(os.environ["SHOP_DATABASE"], os.environ.get("SHOP_TEST_DATABASE"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

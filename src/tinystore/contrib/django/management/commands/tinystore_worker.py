@@ -1,7 +1,7 @@
 """``python manage.py tinystore_worker``: run the tasks of a tinystore task backend until SIGTERM or SIGINT.
 
 Its options are ``tinystore worker``'s: ``--queues`` (default: the backend's
-QUEUES), ``--workers``, ``--grace``, ``--log-level``, ``--metrics-port`` and
+QUEUES, or with QUEUES = [] every queue the store holds as it starts), ``--workers``, ``--grace``, ``--log-level``, ``--metrics-port`` and
 ``--metrics-host``; ``--backend`` names the TASKS alias (default
 ``default``). The first SIGTERM or SIGINT claims nothing more and lets
 running tasks finish within the grace period; the command exits 0, or 1 when
@@ -17,7 +17,6 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.tasks import task_backends
 from django.tasks.exceptions import InvalidTaskBackend
@@ -53,7 +52,7 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no types: its 
         from tinystore.cli import worker
         parser.add_argument("--backend", default="default", help="the TASKS alias (default: default)")
         parser.add_argument("--queues", help="run only these queues, comma-separated (default: the backend's "
-                                             "QUEUES)")
+                                             "QUEUES; with QUEUES = [], every queue the store holds)")
         parser.add_argument("--workers", type=worker.positive_int, metavar="N",
                             help="tasks at once per queue (default 16, each in a thread)")
         parser.add_argument("--grace", default="30s",
@@ -71,12 +70,8 @@ class Command(BaseCommand):  # type: ignore[misc]  # Django ships no types: its 
         from tinystore.cli import worker
         from tinystore.cli._common import CommandError as CliError
         tasks = _backend(backend)
-        try:
-            tasks.check_queues()
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from None
-        names = [q.strip() for q in queues.split(",") if q.strip()] if queues else sorted(tasks.queues)
-        unknown = [q for q in names if q not in tasks.queues]
+        names = [q.strip() for q in queues.split(",") if q.strip()] if queues else tasks.queue_names()
+        unknown = [q for q in names if tasks.queues and q not in tasks.queues]
         if unknown:
             raise CommandError(f"--queues {', '.join(unknown)}: not in the QUEUES of task backend {backend!r}")
         try:
