@@ -46,12 +46,11 @@ from ._repeat import Cron, Every, Repeat, cron, every
 from ._run import AsyncRun, Run
 from ._store import Store, open
 from ._transaction import AsyncTransaction, Transaction
+from ._version import __version__ as __version__  # "as": a name this package gives (for type checkers)
 
 # A library logs, the application decides where to: nothing is printed unless logging is configured
 # (the ``tinystore worker`` command configures it).
 logging.getLogger("tinystore").addHandler(logging.NullHandler())
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AsyncRun", "AsyncTransaction", "Batch", "BatchState", "Clock", "Closed", "Conflict", "Cron", "DiskError", "DiskFull", "Error",

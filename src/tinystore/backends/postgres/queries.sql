@@ -607,3 +607,9 @@ ON CONFLICT (job) DO UPDATE SET at = excluded.at;
 -- Failed jobs run again together, their attempts from zero.
 UPDATE {schema}.jobs SET state = 'queued', attempt = 0, at = %(at)s, expires = NULL
 WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 'failed';
+
+-- name: release_opened
+-- The release that opens the store and the schema version it leaves (migration 011), at each open.
+INSERT INTO {schema}.release (id, release, schema_version, opened_at) VALUES (1, %s, %s, now())
+ON CONFLICT (id) DO UPDATE SET release = excluded.release, schema_version = excluded.schema_version,
+                               opened_at = excluded.opened_at;

@@ -399,3 +399,10 @@ ON CONFLICT (job) DO UPDATE SET at = excluded.at;
 -- Failed jobs run again together (a JSON array of seqs), their attempts from zero.
 UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = :at, expires = NULL
 WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 'failed';
+
+-- name: release_opened
+-- The release that opens the store and the schema version it leaves (migration 013), at each open.
+INSERT INTO tinystore_release (id, release, schema_version, opened_at)
+VALUES (1, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+ON CONFLICT (id) DO UPDATE SET release = excluded.release, schema_version = excluded.schema_version,
+                               opened_at = excluded.opened_at;
