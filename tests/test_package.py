@@ -1,9 +1,11 @@
 """tinystore as its users get it (SPEC §17): the wheel built from this repository, installed into a fresh
 virtual environment, opens a store and serves it from a folder outside the source tree, on SQLite and on
-PostgreSQL; the sdist holds the same files; a file missing from an installation is named as such."""
+PostgreSQL; the sdist holds the same files; a file missing from an installation is named as such. Under CI
+the suite itself runs against the installed wheel (.ci/run), which the last test checks."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import kits
+import tinystore
 import venvs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,3 +130,11 @@ def test_a_migration_missing_from_an_installation_is_named(tmp_path: Path) -> No
     said = opened_without(tmp_path, "backends/sqlite/migration_003.sql")
     assert "its file tinystore/backends/sqlite/migration_003.sql is missing" in said
     assert not (tmp_path / "app.db").exists()
+
+
+@pytest.mark.skipif(os.environ.get("CI") != "true",
+                    reason="CI runs the tests against the built wheel; a development venv installs src/ editable")
+def test_under_ci_the_tests_import_the_installed_wheel_not_the_source_tree() -> None:
+    imported = Path(tinystore.__file__).resolve()
+    assert "site-packages" in imported.parts, imported
+    assert not imported.is_relative_to(ROOT / "src"), imported

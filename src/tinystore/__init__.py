@@ -46,7 +46,7 @@ from ._repeat import Cron, Every, Repeat, cron, every
 from ._run import AsyncRun, Run
 from ._store import Store, open
 from ._transaction import AsyncTransaction, Transaction
-from ._version import __version__
+from ._version import __version__ as __version__  # "as": a name this package gives (for type checkers)
 
 # A library logs, the application decides where to: nothing is printed unless logging is configured
 # (the ``tinystore worker`` command configures it).

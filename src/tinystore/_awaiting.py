@@ -37,7 +37,8 @@ def resolved(steps: "Steps[T]") -> T:
         try:
             wait = steps.send(answer) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            value: T = stop.value
+            return value
         try:
             answer, error = (wait.result() if isinstance(wait, Future) else wait()), None
         except Exception as exc:
@@ -54,7 +55,8 @@ async def awaited(steps: "Steps[T]") -> T:
             with handed_off():  # a write it submits goes to the writer thread, not this one
                 wait = steps.send(answer) if error is None else steps.throw(error)
         except StopIteration as stop:
-            return stop.value
+            value: T = stop.value
+            return value
         try:
             if isinstance(wait, Future):
                 answer = await _written(wait)
@@ -65,7 +67,7 @@ async def awaited(steps: "Steps[T]") -> T:
             answer, error = None, exc
 
 
-async def _written(future: Future) -> Any:
+async def _written(future: Future[Any]) -> Any:
     """The outcome of a write, awaited; cancelled, it is taken back or waited for (see above)."""
     waiter = awaitable(future)
     try:
@@ -76,7 +78,7 @@ async def _written(future: Future) -> Any:
         raise
 
 
-def awaitable(future: Future) -> "asyncio.Future[Any]":
+def awaitable(future: Future[Any]) -> "asyncio.Future[Any]":
     """An asyncio future of the running loop with ``future``'s outcome, set from whichever thread resolves it.
 
     Unlike ``asyncio.wrap_future``, cancelling it leaves ``future`` alone: a write already handed to its
@@ -85,7 +87,7 @@ def awaitable(future: Future) -> "asyncio.Future[Any]":
     loop = asyncio.get_running_loop()
     waiter: "asyncio.Future[Any]" = loop.create_future()
 
-    def copy(done: Future) -> None:
+    def copy(done: Future[Any]) -> None:
         if waiter.done():  # the awaiting task was cancelled
             return
         exc = done.exception()
@@ -94,7 +96,7 @@ def awaitable(future: Future) -> "asyncio.Future[Any]":
         else:
             waiter.set_exception(exc)
 
-    def told(done: Future) -> None:
+    def told(done: Future[Any]) -> None:
         try:
             loop.call_soon_threadsafe(copy, done)
         except RuntimeError:  # the loop was closed meanwhile: nobody awaits it any more

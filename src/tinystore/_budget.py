@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Waiter(Protocol):
@@ -27,7 +27,7 @@ class ThreadBudget:
     def __init__(self, size: int):
         self.size = size
         self.used = 0
-        self.waiting: deque = deque()
+        self.waiting: deque[Any] = deque()
 
     def take(self, runner: "Waiter", want: int, wait: bool = True) -> int:
         """Up to ``want`` threads for ``runner``'s next claim; with ``wait`` (it knows of due work), those

@@ -39,7 +39,10 @@ class Clock:
         first."""
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        handle = self.call_later(loop, delay, lambda: done.done() or done.set_result(None))
+        def wake() -> None:
+            if not done.done():
+                done.set_result(None)
+        handle = self.call_later(loop, delay, wake)
         try:
             await done
         finally:

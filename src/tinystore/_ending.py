@@ -20,7 +20,7 @@ from ._attempt import Attempt
 from ._errors import InvalidArgument
 from ._events import fields
 from ._options import QueueOptions
-from ._settle import Done, Errored, Requeue, decide, lost, outcome, repeating, rule_of
+from ._settle import Decision, Done, Errored, Requeue, decide, lost, outcome, repeating, rule_of
 from ._typed import Unfit
 from ._values import encode_json, from_timestamp
 from .backends._base import Claimed
@@ -73,6 +73,7 @@ def decision_of(queue: str, c: Claimed, answer: Any, options: QueueOptions, now:
     """The decision for an attempt's answer (and the answer, where its result turned it into an error): a
     result that is not JSON, or over 1 MiB, fails the attempt as a raise would; a repeating job waits for
     its rule's next time."""
+    decision: Decision
     if answer is LOST:
         decision = lost(now)
     else:

@@ -62,15 +62,17 @@ class JobState:
     @property
     def ahead(self) -> int:
         """The due jobs that start before this one; counted by the store when first read (see above)."""
-        if callable(self._ahead):
-            object.__setattr__(self, "_ahead", self._ahead())
-        return self._ahead or 0
+        ahead = self._ahead
+        if callable(ahead):
+            ahead = ahead()
+            object.__setattr__(self, "_ahead", ahead)
+        return ahead or 0
 
     def __repr__(self) -> str:
         return (f"JobState(id={self.id!r}, queue={self.queue!r}, state={self.state!r}, attempt={self.attempt}"
                 f"/{self.attempts}, at={self.at.isoformat()}, group={self.group!r}, error={self.error!r})")
 
-    def watched(self) -> tuple:
+    def watched(self) -> tuple[Any, ...]:
         """What a watcher is told about when it changes (JOB-13)."""
         return (self.state, self.attempt, self.ahead, self.progress, self.error)
 

@@ -38,9 +38,9 @@ class Lane:
         self._calls: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         threading.Thread(target=self._run, name="tinystore-transaction", daemon=True).start()
 
-    def send(self, fn: Callable[..., Any], *args: Any) -> Future:
+    def send(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` on the lane after what was sent before; its outcome."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         self._calls.put((fn, args, future))
         return future
 
@@ -124,7 +124,7 @@ async def _leave(lanes: Lanes, lane: Lane, fn: Callable[..., Any], *args: Any) -
         raise
 
 
-def _leave_if_entered(manager: Future, entered: Future) -> None:
+def _leave_if_entered(manager: Future[Any], entered: Future[Any]) -> None:
     if entered.exception() is None:
         cancelled = BaseException("the task that opened the transaction was cancelled")
         manager.result().__exit__(type(cancelled), cancelled, None)

@@ -56,7 +56,7 @@ class QueueOptions:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "QueueOptions":
         known = {f.name for f in fields(cls)}
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known}
         return cls(**values)
 
     @staticmethod
@@ -68,7 +68,7 @@ class QueueOptions:
     def backoff_for(self, attempt: int) -> float:
         """The wait after failed attempt number ``attempt`` (1-based), before jitter."""
         first, longest = self.backoff
-        return min(longest, first * 2 ** min(attempt - 1, 64))
+        return min(longest, first * 2.0 ** min(attempt - 1, 64))
 
 
 def _positive_int(name: str, value: Any, allow_none: bool) -> Optional[int]:

@@ -128,7 +128,7 @@ class Queue:
         size = len(items) if hasattr(items, "__len__") else 0  # type: ignore[arg-type]
         if size > MAX_BATCH:
             raise self._too_many(f"was given {size}")
-        jobs = []
+        jobs: list[NewJob] = []
         for item in items:
             if len(jobs) == MAX_BATCH:
                 raise self._too_many("was given more")
@@ -311,7 +311,8 @@ class Queue:
     def _retry(self, id: str) -> "Steps[bool]":
         check_text_id(id, "id", self.name)
         self._ctx.check_open()
-        return (yield self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now()))
+        retried: bool = yield self._ctx.backend.retry_failed(self.name, id, self._ctx.clock.now())
+        return retried
 
     # Pausing
 

@@ -67,7 +67,7 @@ class Renewals:
         self.attempt_of = attempt_of
         self.worker_loop: Optional[asyncio.AbstractEventLoop] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
-        self.tasks: list[asyncio.Task] = []
+        self.tasks: list[asyncio.Task[Any]] = []
         self.stalls: Optional[Stalls] = None
         self.thread: Optional[threading.Thread] = None
 

@@ -30,6 +30,7 @@ import json
 import math
 from bisect import bisect_left, bisect_right
 from datetime import date, datetime, timedelta
+from typing import Callable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ._durations import Duration, parse_duration
@@ -51,7 +52,7 @@ _MONTHS = {name: number for number, name in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), start=1)}
 _DAYS = {name: number for number, name in enumerate(("sun", "mon", "tue", "wed", "thu", "fri", "sat"))}
 # name, lowest value, highest value, names the field also takes
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day-of-month", 1, 31, {}),
@@ -65,6 +66,7 @@ class Repeat:
     """A repeat rule: immutable, hashable, and equal to another rule with the same ``stored()`` text."""
 
     __slots__ = ("_stored",)
+    _stored: str
 
     def next_after(self, t: float) -> float:
         """The rule's first time strictly after the UNIX time ``t``, in UNIX seconds."""
@@ -85,7 +87,8 @@ class Repeat:
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"a {type(self).__name__} rule cannot be changed")
 
-    def __reduce__(self) -> tuple:  # pickle and copy make it again from its text: its attributes cannot be set
+    def __reduce__(self) -> tuple[Callable[[str], Repeat], tuple[str]]:
+        # pickle and copy make it again from its text: its attributes cannot be set
         return from_stored, (self._stored,)
 
 
@@ -97,6 +100,18 @@ class Cron(Repeat):
 
     __slots__ = ("text", "zone", "_tz", "_minutes", "_hours", "_hour_ends", "_doms", "_dom_list", "_months",
                  "_dows", "_either_day", "_every_hour")
+    text: str
+    zone: str | None
+    _tz: ZoneInfo
+    _minutes: tuple[int, ...]
+    _hours: tuple[int, ...]
+    _hour_ends: tuple[int, ...]
+    _doms: tuple[bool, ...]
+    _dom_list: tuple[int, ...]
+    _months: tuple[bool, ...]
+    _dows: tuple[bool, ...]
+    _either_day: bool
+    _every_hour: bool
 
     def __init__(self, text: str, zone: str | None = None):
         if not isinstance(text, str):
@@ -165,7 +180,7 @@ class Cron(Repeat):
             raise InvalidArgument(f"{self} has no time after {t} before the year 10000")
         return best
 
-    def _days(self, start: date):
+    def _days(self, start: date) -> Iterator[date]:
         """The days the rule matches, from ``start`` on, to the end of the year 9999."""
         year, month, first = start.year, start.month, start.day
         while year < 10000:
@@ -187,6 +202,7 @@ class Cron(Repeat):
         start = datetime(day.year, day.month, day.day, tzinfo=self._tz)
         end = start.replace(hour=23, minute=59)  # the day's last minute: is it repeated, or after a change?
         offset = start.utcoffset()
+        assert offset is not None  # a ZoneInfo gives every datetime an offset
         if offset == start.replace(fold=1).utcoffset() == end.utcoffset() == end.replace(fold=1).utcoffset():
             return int(offset.total_seconds())
         return None
@@ -215,7 +231,7 @@ class Cron(Repeat):
                 if first > second:  # skipped: the gap's end lies in (second, first]
                     if gap_end is None or not second < gap_end <= first:
                         gap_end = self._gap_end(datetime(day.year, day.month, day.day, hour, minute), second, first)
-                    runs = (gap_end,)
+                    runs: tuple[float, ...] = (gap_end,)
                 elif first < second and self._every_hour:  # repeated, in a rule that runs every real hour
                     runs = (first, second)
                 else:
@@ -249,6 +265,7 @@ class Every(Repeat):
     """Every multiple of ``seconds`` since the UNIX epoch, as ``tinystore.every(duration)`` makes it."""
 
     __slots__ = ("seconds",)
+    seconds: float
 
     def __init__(self, duration: Duration):
         if isinstance(duration, (int, float, timedelta)) and not isinstance(duration, bool):
@@ -325,7 +342,7 @@ def _zone(zone: object, text: str) -> ZoneInfo:
         raise InvalidArgument(f"the zone {zone!r} of cron text {text!r} is not a known IANA zone name") from None
 
 
-def _field(part: str, spec: tuple, text: str) -> set[int]:
+def _field(part: str, spec: tuple[str, int, int, dict[str, int]], text: str) -> set[int]:
     """The values one field of cron ``text`` takes; ``spec`` is its line in _FIELDS."""
     name, low, high, names = spec
     values: set[int] = set()
@@ -355,7 +372,7 @@ def _field(part: str, spec: tuple, text: str) -> set[int]:
     return values
 
 
-def _value(word: str, name: str, item: str, text: str, names: dict, low: int, high: int) -> int:
+def _value(word: str, name: str, item: str, text: str, names: dict[str, int], low: int, high: int) -> int:
     if word.lower() in names:
         return names[word.lower()]
     if not (word.isascii() and word.isdigit()):

@@ -14,7 +14,7 @@ import json
 import logging
 from concurrent.futures import Future
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from ._answers import Fail, Retry, Snooze
 from ._attempt import Attempt
@@ -25,8 +25,10 @@ from ._values import MAX_PROGRESS, check_text_id, encode_json, from_timestamp
 
 log = logging.getLogger("tinystore.worker")
 
+T = TypeVar("T")
 
-async def written(future: Future) -> Any:
+
+async def written(future: Future[T]) -> T:
     """The result of a write handed to the store's writer, on the event loop.
 
     The writer runs an operation on the caller's thread when its lock is

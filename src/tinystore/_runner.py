@@ -66,6 +66,7 @@ class QueueRunner:
     def __init__(self, worker: Serving, queue: "Queue", slots: Optional[int]):
         self.worker = worker
         self.queue = queue
+        assert queue.handler is not None  # a worker serves only the queues that have a handler
         self.handler = queue.handler
         self.is_async = asyncio.iscoroutinefunction(self.handler)
         self.slots = slots or (ASYNC_SLOTS if self.is_async else SYNC_SLOTS)
@@ -263,6 +264,7 @@ class QueueRunner:
         lease (so its place against the limits) until its thread returns.
         """
         q, timeout = self.queue, self.options.timeout
+        assert timeout is not None  # deadlines are set only where the queue has a timeout
         a.time_out(timeout)
         log.warning("%s/%s attempt %d ran past the queue's timeout of %gs%s", q.name, a.claimed.id, a.claimed.attempt,
                     timeout, "" if self.is_async else "; it keeps its place until its thread returns",

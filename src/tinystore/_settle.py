@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from ._answers import Fail, Retry, Snooze
 from ._errors import InvalidArgument
@@ -159,7 +159,7 @@ def rule_of(stored: Optional[str]) -> Optional[Repeat]:
         return None
 
 
-def gives_work(settlements: list, stale: list, opts: QueueOptions) -> bool:
+def gives_work(settlements: list[Any], stale: list[Any], opts: QueueOptions) -> bool:
     """Whether applying ``settlements`` (the ``stale`` ones changed nothing) may let another process
     claim: a job waits again, or, where the queue limits how many run at once, a place was freed. A job
     done or failed under no such limit gives nobody work, and its commit tells nobody."""

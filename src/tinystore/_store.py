@@ -81,7 +81,10 @@ def open(target: "str | os.PathLike[str]", *, durability: str = "full", clock: O
 
 
 class Store:
-    """Queues and their jobs in one database. Safe to use from many threads."""
+    """Queues and their jobs in one database. Safe to use from many threads.
+
+    ``tinystore.open`` makes one; its constructor is not for applications.
+    """
 
     def __init__(self, backend: Backend, clock: Clock):
         self.clock = clock
@@ -177,7 +180,12 @@ class Store:
         if every is not None and zone is not None:
             raise InvalidArgument("zone= is for cron=: every= counts from the UNIX epoch, in no zone", queue=name)
         try:
-            rule = _repeat.cron(cron, zone=zone) if cron is not None else _repeat.every(every)
+            rule: _repeat.Repeat
+            if cron is not None:
+                rule = _repeat.cron(cron, zone=zone)
+            else:
+                assert every is not None  # one of them is given: checked above
+                rule = _repeat.every(every)
         except InvalidArgument as exc:
             raise InvalidArgument(str(exc), queue=name, job_id=name) from None
         queue = self.queue(name, **queue_options)
@@ -256,12 +264,12 @@ class Store:
         async with transaction_in_lane(self._lanes, self._backend.transaction) as tx:
             yield tx
 
-    def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement in its own transaction; return the rows it changed."""
         with self.transaction() as tx:
             return tx.execute(sql, params)
 
-    def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one query; return its rows."""
         self._ctx.check_open()
         return self._backend.query(sql, params)

@@ -23,7 +23,7 @@ class Call:
 
     __slots__ = ("fn", "args", "on_end", "ended")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, on_end: OnEnd):
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], on_end: OnEnd):
         self.fn = fn
         self.args = args
         self.on_end = on_end
@@ -48,14 +48,14 @@ class HandlerThreads:
     def __init__(self, size: int):
         self._size = size
         self._calls: "queue.SimpleQueue[Optional[Call]]" = queue.SimpleQueue()
-        self._finished: deque = deque()
+        self._finished: deque[Any] = deque()
         self._lock = threading.Lock()
         self._waking = False  # a hand-over is scheduled on the loop and has not begun
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._threads: list[threading.Thread] = []
         self._busy = 0  # calls handed over and not yet finished (or passed over)
 
-    def call(self, fn: Callable[..., Any], args: tuple, on_end: OnEnd) -> Call:
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], on_end: OnEnd) -> Call:
         """Run ``fn(*args)`` in a thread; ``on_end`` gets its outcome on this loop. Call on the loop."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
@@ -102,6 +102,7 @@ class HandlerThreads:
                 self._busy -= 1
                 wake, self._waking = not self._waking, True
             if wake:
+                assert self._loop is not None  # set before the first call is handed to a thread
                 try:
                     self._loop.call_soon_threadsafe(self._hand_over)
                 except RuntimeError:  # the loop is closed: nobody waits for the outcome

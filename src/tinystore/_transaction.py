@@ -32,17 +32,20 @@ class Transaction:
             raise Closed("this transaction has ended")
         return self.connection
 
-    def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; return the number of rows it changed."""
-        return self._conn().execute(sql, params).rowcount
+        changed: int = self._conn().execute(sql, params).rowcount
+        return changed
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> int:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> int:
         """Run one statement once per row of parameters; return the rows changed."""
-        return self._conn().executemany(sql, rows).rowcount
+        changed: int = self._conn().executemany(sql, rows).rowcount
+        return changed
 
-    def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one query; return its rows."""
-        return self._conn().execute(sql, params).fetchall()
+        rows: list[tuple[Any, ...]] = self._conn().execute(sql, params).fetchall()
+        return rows
 
 
 class AsyncTransaction:
@@ -63,19 +66,23 @@ class AsyncTransaction:
         """Whether the transaction has ended: committed or rolled back."""
         return self._tx.closed
 
-    async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> int:
+    async def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
         """Run one statement; return the number of rows it changed."""
-        return await self._call(self._tx.execute, sql, params)
+        changed: int = await self._call(self._tx.execute, sql, params)
+        return changed
 
-    async def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> int:
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> int:
         """Run one statement once per row of parameters; return the rows changed."""
-        return await self._call(self._tx.executemany, sql, list(rows))
+        changed: int = await self._call(self._tx.executemany, sql, list(rows))
+        return changed
 
-    async def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[tuple]:
+    async def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one query; return its rows."""
-        return await self._call(self._tx.query, sql, params)
+        rows: list[tuple[Any, ...]] = await self._call(self._tx.query, sql, params)
+        return rows
 
     async def run_sync(self, fn: Callable[[Transaction], T]) -> T:
         """``fn(tx)`` with the sync ``Transaction`` of the same transaction, on its thread: sync code
         (``queue.add(..., tx=tx)``, a helper that takes a ``Transaction``) in this transaction."""
-        return await self._call(fn, self._tx)
+        answer: T = await self._call(fn, self._tx)
+        return answer

@@ -26,7 +26,7 @@ import inspect
 import json
 import typing
 import types
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, Union, cast
 
 
 class Unfit(Exception):
@@ -56,7 +56,7 @@ def decoder(handler: Callable[..., Any]) -> Decode:
     if kind is None:
         return json.loads
     name = kind.__name__
-    make = kind.model_validate if _is_model(kind) else _dataclass(kind)
+    make = cast(Any, kind).model_validate if _is_model(kind) else _dataclass(kind)  # a pydantic model's, or ours
 
     def decode(text: str) -> Any:
         value = json.loads(text)
@@ -219,7 +219,7 @@ def _dict(item: Optional[Check]) -> Check:
     return check
 
 
-def _literal(options: tuple) -> Check:
+def _literal(options: tuple[Any, ...]) -> Check:
     expected = "one of " + ", ".join(json.dumps(o, default=repr) for o in options)
 
     def check(value: Any) -> Any:
@@ -230,11 +230,12 @@ def _literal(options: tuple) -> Check:
     return check
 
 
-def _union(args: tuple) -> Optional[Check]:
+def _union(args: tuple[Any, ...]) -> Optional[Check]:
     """``Optional[X]``, ``X | None``, ``Union[A, B]``: null where None is one, else the first that fits."""
     null = type(None) in args
-    options = [_check(a) for a in args if a is not type(None)]
-    if any(o is None for o in options):
+    found = [_check(a) for a in args if a is not type(None)]
+    options = [o for o in found if o is not None]
+    if len(options) < len(found):
         return None  # one of them takes anything
     if len(options) == 1:  # Optional[X]: X's own error says where it does not fit
         return _or_null(options[0]) if null else options[0]

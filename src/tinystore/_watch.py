@@ -22,7 +22,7 @@ import json
 import queue as queue_module
 import threading
 import time
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Optional
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Optional, Union
 
 from ._context import Context
 from ._errors import Closed, InvalidArgument
@@ -37,8 +37,12 @@ ENDED = ("done", "failed", "cancelled")
 Attempts = Callable[[], int]  # the queue's attempts option as this process knows it now, for JobState.attempts
 
 
+# What a watcher is handed: the job's next state; an error once the reader cannot go on; None once the store closed.
+Delivery = Union[JobState, BaseException, None]
+
+
 class _Watcher:
-    def __init__(self, queue: str, attempts: Attempts, seq: int, cursor: int, deliver: Callable[[JobState], None]):
+    def __init__(self, queue: str, attempts: Attempts, seq: int, cursor: int, deliver: Callable[[Delivery], None]):
         self.queue = queue
         self.attempts = attempts
         self.seq = seq
@@ -108,7 +112,7 @@ class Watches:
             except RuntimeError:  # an async watcher's loop was closed: nobody reads it
                 pass
 
-    def _received(self, state: Any) -> JobState:
+    def _received(self, state: Delivery) -> JobState:
         if state is None:
             raise Closed(f"the store {self._ctx.backend.location!r} was closed while this job was watched")
         if isinstance(state, BaseException):
@@ -231,11 +235,11 @@ class Watches:
         return ahead
 
     def _start(self, queue: str, attempts: Attempts, id: str,
-               deliver: Callable[[JobState], None]) -> tuple[Any, Any]:
-        """Read the job as it is and register a watcher of it; (None, None) where there is no such job."""
+               deliver: Callable[[Delivery], None]) -> Optional[tuple[_Watcher, JobState]]:
+        """Read the job as it is and register a watcher of it; None where there is no such job."""
         first = self._first(queue, attempts, id)
         if first is None:
-            return None, None
+            return None
         seq, cursor, state = first
         watcher = _Watcher(queue, attempts, seq, cursor, deliver)
         watcher.last = state
@@ -245,10 +249,11 @@ class Watches:
 
     def watch(self, queue: str, attempts: Attempts, id: str) -> Iterator[JobState]:
         """The job ``id`` of ``queue`` as it is, then each change, until it ended (``queue.watch``)."""
-        inbox: "queue_module.SimpleQueue[JobState]" = queue_module.SimpleQueue()
-        watcher, state = self._start(queue, attempts, id, inbox.put)
-        if watcher is None:
+        inbox: "queue_module.SimpleQueue[Delivery]" = queue_module.SimpleQueue()
+        started = self._start(queue, attempts, id, inbox.put)
+        if started is None:
             return
+        watcher, state = started
         try:
             yield state
             while state.state not in ENDED:
@@ -259,10 +264,11 @@ class Watches:
 
     def wait(self, queue: str, attempts: Attempts, id: str, timeout: Optional[float]) -> Optional[JobState]:
         """The job's last state once it ended (``queue.wait``); None where there is no such job."""
-        inbox: "queue_module.SimpleQueue[JobState]" = queue_module.SimpleQueue()
-        watcher, state = self._start(queue, attempts, id, inbox.put)
-        if watcher is None:
+        inbox: "queue_module.SimpleQueue[Delivery]" = queue_module.SimpleQueue()
+        started = self._start(queue, attempts, id, inbox.put)
+        if started is None:
             return None
+        watcher, state = started
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             _check_ends(queue, state)
@@ -292,12 +298,15 @@ class Watches:
 
     async def watch_async(self, queue: str, attempts: Attempts, id: str) -> AsyncIterator[JobState]:
         loop = asyncio.get_running_loop()
-        inbox: "asyncio.Queue[JobState]" = asyncio.Queue()
+        inbox: "asyncio.Queue[Delivery]" = asyncio.Queue()
+
+        def deliver(delivery: Delivery) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, delivery)
         # Its first reads and the registration run in a thread: the loop runs other handlers meanwhile.
-        watcher, state = await loop.run_in_executor(
-            None, self._start, queue, attempts, id, lambda s: loop.call_soon_threadsafe(inbox.put_nowait, s))
-        if watcher is None:
+        started = await loop.run_in_executor(None, self._start, queue, attempts, id, deliver)
+        if started is None:
             return
+        watcher, state = started
         try:
             yield state
             while state.state not in ENDED:

@@ -205,8 +205,9 @@ class Worker:
 
     def _supervise(self, task: "asyncio.Future[Any]") -> None:
         """A background task that ends with an error stops the worker: it is never alive and idle."""
-        if not task.cancelled() and task.exception() is not None:
-            self.fail(task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self.fail(error)
 
     def fail(self, exc: BaseException) -> None:
         """A task cannot go on: stop as gracefully as on SIGTERM, and let serve() raise why."""

@@ -50,7 +50,7 @@ class FakeClock(Clock):
         self._now = float(start)
         self._passed = 0.0  # the time ``advance`` let pass: a monotonic clock
         self._lock = threading.Lock()
-        self._timers: list = []
+        self._timers: list[Any] = []
         self._order = itertools.count()
         self._listeners: list[Callable[[], None]] = []
 

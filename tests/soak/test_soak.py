@@ -1,4 +1,5 @@
-"""The soak, for one minute: worker processes, a producer, kills, stops and SIGTERMs (see run.py); and on
+"""The soak, for one minute (under CI=true, 24 s of faults: still several of them, the witness and every
+invariant checked): worker processes, a producer, kills, stops and SIGTERMs (see run.py); and on
 PostgreSQL, with the server's own faults too: sessions cut, the server restarted.
 
 Each runs ``run.py`` in a session of its own, so that whatever happens (a
@@ -25,6 +26,8 @@ import soak_pg
 
 RUN = Path(__file__).parent / "run.py"
 WALL = 180  # one minute of faults, the drain and the checks take about 70 s on 2 cores
+# CI: 24 s of faults, one every 2 to 5 s (run.py); a longer soak is run.py --minutes N by hand.
+MINUTES = "0.4" if os.environ.get("CI") == "true" else "1"
 
 
 def end_session(proc: subprocess.Popen) -> None:
@@ -36,9 +39,9 @@ def end_session(proc: subprocess.Popen) -> None:
             return
 
 
-def soak(folder: Path, *args: str) -> str:
-    """Run ``run.py --minutes 1 --dir folder ARGS``; its output, after asserting that every invariant held."""
-    proc = subprocess.Popen([sys.executable, str(RUN), "--minutes", "1", "--dir", str(folder), *args],
+def soak(folder: Path, *args: str, minutes: str = MINUTES) -> str:
+    """Run ``run.py --minutes minutes --dir folder ARGS``; its output, after asserting that every invariant held."""
+    proc = subprocess.Popen([sys.executable, str(RUN), "--minutes", minutes, "--dir", str(folder), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=WALL)
@@ -75,7 +78,7 @@ def test_soak_one_minute_on_postgresql_with_sessions_cut_and_the_server_restarte
     # Seed 39 brings each fault within the minute. Half the SQLite soak's rate: on PostgreSQL each write is round
     # trips to a server process, and on 2 shared cores writes that lag by 2 s lose the leases of live workers
     # (docs/reliability.md, "What it found", 5).
-    out = soak(folder, "--backend", "postgres", "--seed", "39", "--rate", "25")
+    out = soak(folder, "--backend", "postgres", "--seed", "39", "--rate", "25", minutes="1")
     with open(folder / "faults.jsonl") as f:
         seen = {(e["ev"], e.get("mode")) for e in map(json.loads, f)}
     assert {("cut_done", None), ("cut_all_done", None), ("restarted", "fast"), ("restarted", "immediate")} <= seen, out

@@ -49,7 +49,8 @@ async def run_on_async_connection(conn: Any, queue: str, fn: Callable[[Any], T])
     kind = _kind(driver)
     if kind.startswith("aiosqlite."):
         # aiosqlite runs every call of its sqlite3 connection on its own thread: fn runs there too.
-        return await driver._execute(fn, driver._conn)
+        answer: T = await driver._execute(fn, driver._conn)
+        return answer
     if kind.startswith("psycopg."):
         async with driver.lock:  # nothing else of the application uses the session meanwhile
             return await asyncio.to_thread(fn, _sync_twin(driver))

@@ -265,7 +265,7 @@ class Notice:
 
 
 NoticeListener = Callable[[Notice], None]
-FailureListener = Callable[[BaseException], None]
+FailureListener = Callable[[BaseException], Optional[float]]  # how long to wait before hearing again; None: stop
 
 
 class Backend(Reads, ABC):
@@ -322,11 +322,11 @@ class Backend(Reads, ABC):
         """The options the store keeps for ``queue``, or None for a queue it does not know."""
 
     @abstractmethod
-    def save_options(self, queue: str, options: QueueOptions) -> Future:
+    def save_options(self, queue: str, options: QueueOptions) -> Future[None]:
         """Keep ``options`` for ``queue``, for every process; resolves to None."""
 
     @abstractmethod
-    def set_paused(self, queue: str, paused: bool) -> Future:
+    def set_paused(self, queue: str, paused: bool) -> Future[bool]:
         """Pause (or resume) ``queue`` for every process: from its commit on, no claim of the queue takes a
         job, while settlements, expiries and renewals go on; the commit's notice wakes the queue's runners
         everywhere. Resolves to whether that changed it (False: it was so already, nothing written), or
@@ -339,12 +339,12 @@ class Backend(Reads, ABC):
     # Jobs
 
     @abstractmethod
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future[list[Added]]:
         """Add jobs in one transaction (``tx``'s, where given: the future is then resolved already);
         resolves to one ``Added`` per job, in order. An id the queue keeps adds nothing (JOB-10)."""
 
     @abstractmethod
-    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+    def declare(self, queue: str, job: NewJob, now: float) -> Future[Added]:
         """A schedule's job (a job that repeats by a rule) as its newest declaration says; resolves to an ``Added``. Where no
         job has its id, it is added. Where one does, its payload and rule become the declared ones, and
         where it is queued and its rule changed, it waits for ``job.at`` (the new rule's first time); a
@@ -373,12 +373,12 @@ class Backend(Reads, ABC):
         """The steps kept under a job, and its lease's holder."""
 
     @abstractmethod
-    def cancel(self, queue: str, id: str, now: float) -> Future:
+    def cancel(self, queue: str, id: str, now: float) -> Future[Optional[JobRow]]:
         """Take a scheduled, waiting or running job away (JOB-12), telling every process that runs it;
         resolves to its JobRow as it was, or None when no such job had that id."""
 
     @abstractmethod
-    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+    def retry_failed(self, queue: str, id: str, now: float) -> Future[bool]:
         """A failed job waits again, its attempts from zero; resolves to whether one had that id."""
 
     @abstractmethod
@@ -386,13 +386,13 @@ class Backend(Reads, ABC):
         """The highest seq of the store's jobs now (0 where it has none): where a walk over many jobs ends."""
 
     @abstractmethod
-    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Chunk]:
         """One transaction of ``cancel_many``: the jobs ``pick`` names after the id ``after`` (a few
         hundred rows read at most), each scheduled, waiting or running one taken away as ``cancel``
         takes it; resolves to a ``Chunk``."""
 
     @abstractmethod
-    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Chunk]:
         """One transaction of ``retry_many``: as ``cancel_chunk``, each failed job waiting again as
         ``retry_failed`` makes it; resolves to a ``Chunk``."""
 
@@ -408,13 +408,13 @@ class Backend(Reads, ABC):
     # Batches
 
     @abstractmethod
-    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future[None]:
         """A new open batch whose then job goes to ``queue`` with ``then``'s payload (a JSON object's
         text), group and priority (its id, the batch's, and its time are given when it is added);
         resolves to None."""
 
     @abstractmethod
-    def close_batch(self, id: str, now: float) -> Future:
+    def close_batch(self, id: str, now: float) -> Future[bool]:
         """No more jobs join the batch; where every job of it has ended, its then job is added in the same
         transaction. Resolves to False where the store keeps no such batch."""
 
@@ -425,11 +425,11 @@ class Backend(Reads, ABC):
     # Watching (JOB-13)
 
     @abstractmethod
-    def watch_begin(self, owner: int, seq: int) -> Future:
+    def watch_begin(self, owner: int, seq: int) -> Future[Any]:
         """From its commit on, every change of the job is logged for this process's watchers."""
 
     @abstractmethod
-    def watch_end(self, owner: int, seq: int) -> Future:
+    def watch_end(self, owner: int, seq: int) -> Future[Any]:
         """This process no longer watches the job: its log may go."""
 
     @abstractmethod
@@ -445,7 +445,7 @@ class Backend(Reads, ABC):
 
     @abstractmethod
     def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]", source: Any = None) -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future[Cycle]:
         """In one transaction: apply the settlements whose attempt still holds its lease, end the
         queue's leases that ran out (``_settle.decide_lost``), and claim up to ``want`` due jobs under
         the limits the store keeps, so that no two processes take the same last place (LIM-01..03).
@@ -457,12 +457,12 @@ class Backend(Reads, ABC):
         """
 
     @abstractmethod
-    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future[Any]:
         """Renew this process's leases of ``queue`` until ``expires``; resolves to the leases of ``seqs`` it
         still holds, as (job, attempt) (an attempt missing from it was cancelled, or its lease ended)."""
 
     @abstractmethod
-    def progress(self, seq: int, attempt: int, value: str) -> Future:
+    def progress(self, seq: int, attempt: int, value: str) -> Future[bool]:
         """Keep an attempt's progress (JSON text); resolves to False when it no longer holds its lease."""
 
     @abstractmethod
@@ -470,7 +470,7 @@ class Backend(Reads, ABC):
         """The answer kept under a job for step ``name`` (JSON text), or None."""
 
     @abstractmethod
-    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future[bool]:
         """Keep a step's answer; resolves to False when the attempt no longer holds its lease."""
 
     @abstractmethod
@@ -494,7 +494,7 @@ class Backend(Reads, ABC):
         """Whether this thread has a ``transaction()`` open (its writes must go through it)."""
 
     @abstractmethod
-    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """Run one query of the application's on this thread's connection; its rows."""
 
     @abstractmethod

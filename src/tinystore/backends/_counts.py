@@ -17,15 +17,16 @@ adds:
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ._base import QueueCount
 
 STORED = ("queued", "running", "done", "failed")  # the states of a job row
 
 
-def queue_counts(kept: Iterable[tuple], expired: Iterable[tuple], scheduled: Iterable[tuple],
-                 first: Iterable[tuple], now: float) -> list[QueueCount]:
+def queue_counts(kept: Iterable[tuple[Any, ...]], expired: Iterable[tuple[Any, ...]],
+                 scheduled: Iterable[tuple[Any, ...]],
+                 first: Iterable[tuple[Any, ...]], now: float) -> list[QueueCount]:
     """``kept``: (queue, queued, running, done, failed, repeating); ``expired``: (queue, state, jobs,
     repeating); ``scheduled``: (queue, jobs due after now); ``first``: (queue, first ungrouped queued
     time, first group head time)."""

@@ -43,7 +43,9 @@ def page_of(state: Optional[str], grp: Optional[str]) -> tuple[str, dict[str, An
     their leases, a group's jobs by the index of grouped jobs; else a walk of the queue's ids, which
     finds a page as fast as the state asked for is common. A scheduled or waiting job is stored queued,
     due after now or not (``due``)."""
-    stored, due = {"scheduled": ("queued", False), "waiting": ("queued", True)}.get(state, (state, None))
+    queued: dict[Optional[str], tuple[Optional[str], Optional[bool]]] = {"scheduled": ("queued", False),
+                                                                         "waiting": ("queued", True)}
+    stored, due = queued.get(state, (state, None))
     if state == "failed":
         name = "jobs_page_failed"
     elif state == "running":

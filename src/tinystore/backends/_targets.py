@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 LOCK_TIMEOUT = 30.0  # seconds a write waits for another process's write lock, unless open says otherwise
 
 
-def is_url(target: Any) -> bool:
+def is_url(target: Any) -> TypeGuard[str]:
     """Whether ``target`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
     return isinstance(target, str) and target.startswith(URL_SCHEMES)
 
@@ -28,7 +28,8 @@ def shown(target: Any) -> str:
     """
     if not is_url(target):
         try:
-            return os.fspath(target)
+            path: str = os.fspath(target)
+            return path
         except TypeError:
             return repr(target)
     scheme, _, rest = target.partition("://")

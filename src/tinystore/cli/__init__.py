@@ -84,7 +84,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     target = getattr(args, "store", None)
     try:
-        return args.run(args)
+        status: int = args.run(args)
+        return status
     except CommandError as exc:
         return _fail(str(exc), exc.code, target)
     except tinystore.Error as exc:

@@ -40,7 +40,7 @@ def one(args: argparse.Namespace) -> Optional[str]:
         if not args.ids:
             raise CommandError(f"name the jobs to {args.verb}: one ID or more, or --state and/or --group")
         if len(args.ids) == 1:
-            return args.ids[0]
+            return str(args.ids[0])
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable, Iterator, Optional
 
 from opentelemetry import metrics as otel
@@ -33,11 +34,11 @@ def instrument(metrics: Metrics, meter_provider: Optional[Any]) -> None:
     """Make the instruments on the provider's meter "tinystore", reading and told by ``metrics``."""
     meter = (meter_provider or otel.get_meter_provider()).get_meter("tinystore", __version__)
     for name in COUNTERS:
-        meter.create_observable_counter(f"tinystore.jobs.{name}", [_observe(lambda n=name: metrics.counted(n))],
+        meter.create_observable_counter(f"tinystore.jobs.{name}", [_observe(partial(metrics.counted, name))],
                                         unit="{job}", description=COUNTER_HELP[name])
     for name in GAUGES:
         metric, unit = ("tinystore.queue.paused", "1") if name == "paused" else (f"tinystore.jobs.{name}", "{job}")
-        meter.create_observable_gauge(metric, [_observe(lambda n=name: _gauge(metrics, n))],
+        meter.create_observable_gauge(metric, [_observe(partial(_gauge, metrics, name))],
                                       unit=unit, description=GAUGE_HELP[name])
     metrics.listeners.append(Histograms(meter))
 

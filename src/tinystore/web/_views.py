@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, cast
 
 from .._errors import InvalidArgument
 from .._holders import holder_gone
-from .._jobstate import STATES, JobState
+from .._jobstate import STATES, JobState, JobStateName
 from .._queue import Queue
 from .._store import Store
 from .._values import check_text_id
@@ -127,7 +127,8 @@ def jobs_page(store: Store, query: Mapping[str, str]) -> dict[str, Any]:
         if first is not None and (state is None or first.state == state) and (group is None or first.group == group):
             jobs.append(first)
         after = prefix
-    more = queue.jobs(state=state, group=group, limit=limit + 1 - len(jobs), after=after)
+    # queue.jobs refuses a state that is no state's name
+    more = queue.jobs(state=cast(Optional[JobStateName], state), group=group, limit=limit + 1 - len(jobs), after=after)
     jobs += _taking(more, prefix)
     page, rest = jobs[:limit], jobs[limit:]
     return {"queue": queue.name, "jobs": [_row(j) for j in page],

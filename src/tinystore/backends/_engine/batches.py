@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..._settle import Decision, Done, Failed
 from .._base import NewJob
@@ -96,7 +96,7 @@ def retried(ex: Executor, seq: int) -> None:
         ex.run("job_leave_batch", (seq,))
 
 
-def _then(ex: Executor, id: str, row: tuple, now: float, notify: Notify) -> None:
+def _then(ex: Executor, id: str, row: tuple[Any, ...], now: float, notify: Notify) -> None:
     """Add the batch's then job where it is closed, every job of it ended, and the then job not added."""
     closed_at, total, done, failed, cancelled, then_seq, queue, payload, grp, priority = row
     if closed_at is None or then_seq is not None or done + failed + cancelled < total:

@@ -22,7 +22,7 @@ are acted on, so jobs added meanwhile are neither chased nor cancelled.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Optional
+from typing import Any, Optional
 
 from .._base import Chunk, JobRow, Pick
 from .._reads import page_of
@@ -34,7 +34,8 @@ CHUNK = 250  # rows read per transaction: a chunk of cancels commits in 10-20 ms
 
 
 def last_seq(ex: Executor) -> int:
-    return ex.one("jobs_last_seq")[0]
+    last: int = ex.row("jobs_last_seq")[0]
+    return last
 
 
 def cancel(ex: Executor, queue: str, pick: Pick, after: str, now: float, notify: Notify) -> Chunk:
@@ -72,8 +73,8 @@ def retry(ex: Executor, queue: str, pick: Pick, after: str, now: float) -> Chunk
     ex.run("jobs_retry_failed_many", {"seqs": ex.array(seqs), "at": now})
     for seq in batches.of(ex, seqs):  # as retry does: each waited for again by its batch, or on its own
         batches.retried(ex, seq)
-    grouped = [{"queue": queue, "grp": r.grp, "at": now, "seq": r.seq, "priority": r.priority}
-               for r in failed if r.grp is not None]
+    grouped: list[dict[str, Any]] = [{"queue": queue, "grp": r.grp, "at": now, "seq": r.seq, "priority": r.priority}
+                                     for r in failed if r.grp is not None]
     if grouped:
         ex.lock_groups(queue, sorted({g["grp"] for g in grouped}))
         ex.each("group_add", grouped)

@@ -28,7 +28,7 @@ import itertools
 import logging
 import math
 from collections import Counter
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from ..._events import fields
 from ..._options import QueueOptions
@@ -57,7 +57,8 @@ def claim(ex: Executor, queue: str, opts: QueueOptions, owner: int, want: int, n
         return [], slides, None
     if ex.takes_at_once and not limited(opts):
         judged = early is not None and not early.expired and early.options == ex.kept_options(queue)
-        sent = early if judged else Take(ex, queue, owner, want, now, opts.lease, ex.kept_options(queue))
+        sent = early if early is not None and judged else Take(ex, queue, owner, want, now, opts.lease,
+                                                               ex.kept_options(queue))
         if not sent.in_steps(ex):
             return sent.taken(ex), None, sent.times
     _wake_groups(ex, queue, opts, now)
@@ -110,7 +111,7 @@ class Take:
 
     def in_steps(self, ex: Executor) -> bool:
         """Whether the claim must run in steps: it took nothing, and groups are ready or wait to be woken."""
-        return not self.taken(ex) and bool(self.woken.all() or self.grouped.one()[0] is not None)
+        return not self.taken(ex) and bool(self.woken.all() or self.grouped.row()[0] is not None)
 
 
 def start_time(ex: Executor, queue: str, opts: QueueOptions, now: float) -> float:
@@ -137,10 +138,10 @@ def start_time(ex: Executor, queue: str, opts: QueueOptions, now: float) -> floa
 def _queue_room(ex: Executor, queue: str, opts: QueueOptions, now: float) -> tuple[int, Optional[float]]:
     room, slides = 1 << 30, None
     if opts.concurrency is not None:
-        room = opts.concurrency - ex.one("lease_count", (queue,))[0]
+        room = opts.concurrency - ex.row("lease_count", (queue,))[0]
     if opts.rate is not None:
         count, period = opts.rate
-        used, oldest = ex.one("starts_in_window", (queue, now - period))
+        used, oldest = ex.row("starts_in_window", (queue, now - period))
         if used >= count:
             slides = oldest + period
         room = min(room, count - used)
@@ -155,7 +156,7 @@ def _wake_groups(ex: Executor, queue: str, opts: QueueOptions, now: float) -> No
 
 
 def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
-          now: float) -> tuple[list[tuple], list[str]]:
+          now: float) -> tuple[list[tuple[Any, ...]], list[str]]:
     """The first ``want`` due jobs the limits allow, as (priority, at, seq, grp) in start order (JOB-01),
     merging jobs without a group and ready groups; and the groups with room that were read.
 
@@ -163,7 +164,7 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
     then in the order of their first due job (their head), so the jobs waiting behind a full group are
     never scanned; each reads its due jobs by priority.
     """
-    streams: list[Iterable[tuple]] = [_due_ungrouped(ex, queue, want, now)]
+    streams: list[Iterable[tuple[Any, ...]]] = [_due_ungrouped(ex, queue, want, now)]
     read: list[str] = []
     for grp, running, top in _ready_groups(ex, queue, want, now):
         room = want if opts.group_concurrency is None else opts.group_concurrency - running
@@ -176,17 +177,17 @@ def _pick(ex: Executor, queue: str, opts: QueueOptions, want: int,
     return list(itertools.islice(heapq.merge(*streams, key=start_order), want)), read
 
 
-def start_order(row: tuple) -> tuple:
+def start_order(row: tuple[Any, ...]) -> tuple[Any, ...]:
     """The order due jobs (priority, at, seq, ...) start in: the highest priority first, then by time, then added."""
     return (-row[0], row[1], row[2])
 
 
-def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int], list[tuple]],
-                 top: Optional[int], want: int) -> list[tuple]:
+def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int], list[tuple[Any, ...]]],
+                 top: Optional[int], want: int) -> list[tuple[Any, ...]]:
     """Up to ``want`` rows read priority by priority, highest first: ``read(priority, n)`` gives a priority's
     first n, ``probe(above)`` the next priority down where rows are (None where none). Starting at ``top``
     (where it is known) saves the first probe."""
-    rows: list[tuple] = []
+    rows: list[tuple[Any, ...]] = []
     priority = top if top is not None else probe(max(PRIORITIES) + 1)
     while priority is not None:
         rows += read(priority, want - len(rows))
@@ -196,35 +197,35 @@ def _by_priority(probe: Callable[[int], Optional[int]], read: Callable[[int, int
     return rows
 
 
-def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+def _due_ungrouped(ex: Executor, queue: str, want: int, now: float) -> list[tuple[Any, ...]]:
     """The first ``want`` due jobs without a group, in start order: each priority's due jobs come first in
     its index, so the jobs scheduled for later are never read."""
     return _by_priority(
-        lambda above: ex.one("priority_below", {"queue": queue, "above": above})[0],
+        lambda above: ex.row("priority_below", {"queue": queue, "above": above})[0],
         lambda priority, n: ex.all("due_ungrouped", {"queue": queue, "priority": priority, "now": now, "want": n}),
         None, want)
 
 
-def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple]:
+def _ready_groups(ex: Executor, queue: str, want: int, now: float) -> list[tuple[Any, ...]]:
     """Up to ``want`` groups with room and a due head, as (grp, running, priority): the highest priority
     first, then by their head; the groups whose head is scheduled for later are never read."""
     return _by_priority(
-        lambda above: ex.one("groups_priority_below", {"queue": queue, "above": above})[0],
+        lambda above: ex.row("groups_priority_below", {"queue": queue, "above": above})[0],
         lambda top, n: ex.all("groups_ready", {"queue": queue, "top": top, "now": now, "want": n}),
         None, want)
 
 
-def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: float) -> list[tuple]:
+def _due_in_group(ex: Executor, queue: str, grp: str, top: int, want: int, now: float) -> list[tuple[Any, ...]]:
     """A group's first ``want`` due jobs in start order, from its top priority down."""
     return _by_priority(
-        lambda above: ex.one("group_priority_below", {"queue": queue, "grp": grp, "above": above})[0],
+        lambda above: ex.row("group_priority_below", {"queue": queue, "grp": grp, "above": above})[0],
         lambda priority, n: ex.all("due_in_group", {"queue": queue, "grp": grp, "priority": priority,
                                                     "now": now, "want": n}),
         top, want)
 
 
 def take(ex: Executor, queue: str, opts: QueueOptions, owner: int, now: float,
-         picked: list[tuple]) -> list[Claimed]:
+         picked: list[tuple[Any, ...]]) -> list[Claimed]:
     """Take the picked jobs still queued, each under a lease; in start order.
 
     A taken job that cannot be read fails for good here, its attempt counted, and takes no lease.
@@ -288,11 +289,12 @@ def next_wake(ex: Executor, queue: str, now: float, times: Optional[Later] = Non
     """
     opts = groups.kept(ex, queue, QueueOptions())
     if opts.paused:
-        return ex.one("next_times", {"queue": queue})[0]
+        expires: Optional[float] = ex.row("next_times", {"queue": queue})[0]
+        return expires
     room, slides = _queue_room(ex, queue, opts, start_time(ex, queue, opts, now))
     if times is None:
         times = ex.ahead("next_times", {"queue": queue})  # after the clamp
-    expiry, ungrouped, group, group_wake = times.one()
-    times = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]
-    found = [t for t in times if t is not None]
+    expiry, ungrouped, group, group_wake = times.row()
+    candidates = [expiry, slides] if room <= 0 else [ungrouped, group, group_wake, expiry]
+    found = [t for t in candidates if t is not None]
     return min(found) if found else None

@@ -51,14 +51,18 @@ class Unreadable(Exception):
 class Later:
     """The answer of a statement sent ahead (``Executor.ahead``), read when it is needed."""
 
-    def __init__(self, rows: list[tuple]):
+    def __init__(self, rows: list[tuple[Any, ...]]):
         self._rows = rows
 
-    def one(self) -> Optional[tuple]:
+    def one(self) -> Optional[tuple[Any, ...]]:
         rows = self.all()
         return rows[0] if rows else None
 
-    def all(self) -> list[tuple]:
+    def row(self) -> tuple[Any, ...]:
+        """The one row the statement always answers (an aggregate)."""
+        return _found(self.one(), "a statement sent ahead")
+
+    def all(self) -> list[tuple[Any, ...]]:
         return self._rows
 
 
@@ -68,12 +72,16 @@ class Executor(ABC):
     takes_at_once = False
 
     @abstractmethod
-    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+    def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
         """The first row of statement ``name``, or None."""
 
     @abstractmethod
-    def all(self, name: str, params: Any = ()) -> list[tuple]:
+    def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """Every row of statement ``name``."""
+
+    def row(self, name: str, params: Any = ()) -> tuple[Any, ...]:
+        """The one row statement ``name`` always answers (an aggregate, a row it wrote and returns)."""
+        return _found(self.one(name, params), name)
 
     def ahead(self, name: str, params: Any = ()) -> Later:
         """Send statement ``name`` now; its rows are read later. It runs where it is sent, after what was sent
@@ -103,10 +111,10 @@ class Executor(ABC):
         (``limit``: the most jobs a group may run)."""
 
     @abstractmethod
-    def taken(self, row: tuple) -> Claimed:
+    def taken(self, row: tuple[Any, ...]) -> Claimed:
         """A row of statement ``take`` as the job claimed; ``Unreadable`` where it cannot be read."""
 
-    def not_taken(self, queue: str, picked: list[tuple]) -> None:
+    def not_taken(self, queue: str, picked: list[tuple[Any, ...]]) -> None:
         """Picked jobs (``(priority, at, seq, grp)``, read from a due index) that ``take`` did not find
         queued. A driver whose claims can meet rows that another claim took since they were picked lets
         them be."""
@@ -146,3 +154,9 @@ class Executor(ABC):
         """``hold_lease`` for run.transaction, whose application code may run long: no write of the
         lease's queue may change it meanwhile."""
         return self.hold_lease(seq, attempt)
+
+
+def _found(row: Optional[tuple[Any, ...]], name: str) -> tuple[Any, ...]:
+    if row is None:
+        raise LookupError(f"statement {name!r} answered no row, where it always answers one")
+    return row

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 from functools import lru_cache
-from typing import Optional
+from typing import Any, Optional
 
 from ..._options import QueueOptions
 from .executor import Executor
@@ -42,7 +42,7 @@ def options(ex: Executor, queue: str) -> QueueOptions:
 
 
 @lru_cache(maxsize=256)
-def _limits(text: str) -> tuple:
+def _limits(text: str) -> tuple[Any, ...]:
     o = QueueOptions.from_json(json.loads(text))
     return (o.concurrency, o.rate, o.group_concurrency, o.group_rate, o.paused)
 
@@ -57,7 +57,7 @@ def window_room(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: flo
     if opts.group_rate is None:
         return 1 << 30, None
     count, period = opts.group_rate
-    used, oldest = ex.one("group_starts_in_window", (queue, grp, now - period))
+    used, oldest = ex.row("group_starts_in_window", (queue, grp, now - period))
     return count - used, (oldest + period if oldest is not None else None)
 
 
@@ -92,7 +92,7 @@ def save(ex: Executor, queue: str, grp: str, opts: QueueOptions, running: int,
 def set_aside(ex: Executor, queue: str, grp: str, opts: QueueOptions, wake_at: Optional[float]) -> None:
     """A group found full, or out of its window until ``wake_at``, when a claim read it: no longer ready."""
     ex.lock_groups(queue, [grp])
-    running, head_at, head_seq, _, _ = ex.one("group_get", (queue, grp))
+    running, head_at, head_seq, _, _ = ex.row("group_get", (queue, grp))
     save(ex, queue, grp, opts, running, head_at, head_seq, wake_at)
 
 
@@ -111,7 +111,7 @@ def recompute(ex: Executor, queue: str, grp: str, opts: QueueOptions, now: float
     """Rebuild a group's row from the jobs and leases (after a cancel or a recovery)."""
     opts = kept(ex, queue, opts)
     ex.lock_groups(queue, [grp])
-    running = ex.one("group_running", (queue, grp))[0]
+    running = ex.row("group_running", (queue, grp))[0]
     head = ex.one("head_of_group", {"queue": queue, "grp": grp})
     head_at, head_seq = head if head else (None, None)
     room, slides = window_room(ex, queue, grp, opts, now)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, Optional
 
 from ..._errors import InvalidArgument
 from .._base import Added, JobRow, NewJob
@@ -20,9 +21,14 @@ def add(ex: Executor, queue: str, jobs: list[NewJob], now: float) -> list[Added]
         _check_open(ex, queue, jobs, batch)
     added = []
     for job, (seq, written) in zip(jobs, ex.insert_jobs(queue, jobs)):
-        added.append(Added(_new_row(seq, queue, job), True) if written else _add_taken(ex, queue, job, seq, now))
-    grouped = [{"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq, "priority": a.row.priority}
-               for a in added if a.added and a.row.grp is not None]
+        if written:
+            assert seq is not None  # a job written has its seq
+            added.append(Added(_new_row(seq, queue, job), True))
+        else:
+            added.append(_add_taken(ex, queue, job, seq, now))
+    grouped: list[dict[str, Any]] = [
+        {"queue": queue, "grp": a.row.grp, "at": a.row.at, "seq": a.row.seq, "priority": a.row.priority}
+        for a in added if a.added and a.row.grp is not None]
     if grouped:
         ex.lock_groups(queue, [g["grp"] for g in grouped])
         ex.each("group_add", grouped)
@@ -78,9 +84,9 @@ def _new_row(seq: int, queue: str, job: NewJob) -> JobRow:
                   job.priority)
 
 
-def _add_taken(ex: Executor, queue: str, job: NewJob, seq, now: float) -> Added:
+def _add_taken(ex: Executor, queue: str, job: NewJob, seq: Optional[int], now: float) -> Added:
     """A job whose id a kept job has: that job, or, where it is past keep or dedupe, the new one (JOB-11)."""
-    existing = JobRow(*ex.one("job_by_id", (queue, job.id)))
+    existing = JobRow(*ex.row("job_by_id", (queue, job.id)))
     if existing.expires is None or existing.expires > now:
         return Added(existing, False)
     remove(ex, [existing.seq])

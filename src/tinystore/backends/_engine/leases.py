@@ -57,8 +57,9 @@ def settle(ex: Executor, queue: str, opts: QueueOptions, settlements: list[Settl
     if members:
         counts = batches.ends()
         for s in live:
-            if s.seq in members:
-                batches.tally(counts, members[s.seq], batches.ending(s.decision))
+            how = batches.ending(s.decision)
+            if s.seq in members and how is not None:  # (every member ends)
+                batches.tally(counts, members[s.seq], how)
         batches.ended(ex, counts, now, notify)
     groups.release(ex, queue, opts, [s.grp for s in live if s.grp is not None])
     outcomes = [outcome(s.decision) for s in live]
@@ -114,7 +115,7 @@ def end_lost(ex: Executor, queue: str, opts: QueueOptions, seq: int, attempt: in
         apply(ex, seq, decision)
         record(ex, Settlement(seq, attempt, job.grp, decision, began=None, ended=now))
         if isinstance(decision, Failed):  # failed for good: where it belongs to a batch, it ended there
-            batches.job_ended(ex, ex.one("job_batch", (seq,))[0], "failed", now, notify)
+            batches.job_ended(ex, ex.row("job_batch", (seq,))[0], "failed", now, notify)
         groups.release(ex, queue, opts, [job.grp] if job.grp is not None else [])
         if outcome(decision) == "failed":  # its last attempt: failed for good, counted as settle counts it
             ex.run("count_add", (queue, int(now // 60), 0, 0, 1))

@@ -26,8 +26,9 @@ def get(ex: Executor, queue: str, id: str) -> Optional[JobRow]:
 
 
 def ahead(ex: Executor, row: JobRow, now: float) -> int:
-    return ex.one("ahead", {"queue": row.queue, "now": now, "priority": row.priority, "at": row.at,
-                            "seq": row.seq})[0]
+    count: int = ex.row("ahead", {"queue": row.queue, "now": now, "priority": row.priority, "at": row.at,
+                                  "seq": row.seq})[0]
+    return count
 
 
 def ahead_many(ex: Executor, queue: str, rows: list[JobRow], now: float) -> dict[int, int]:

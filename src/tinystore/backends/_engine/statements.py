@@ -12,7 +12,7 @@ one text per backend.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Any, Callable
 
 from ..._package import read
 
@@ -34,7 +34,7 @@ def parse(text: str) -> dict[str, str]:
 SHARED = parse(read(__package__, "queries.sql"))
 
 
-class Statements(dict):
+class Statements(dict[str, str]):
     """Statements by name: ``q["take"]``, or ``q.take`` where a module reads one by its own name."""
 
     def __getattr__(self, name: str) -> str:

@@ -120,7 +120,7 @@ def cancel(ex: Executor, queue: str, id: str, now: float, notify: Notify) -> Opt
     if not locked or locked[0][5] not in ("queued", "running"):
         return None
     job = JobRow(*locked[0])
-    (batch,) = ex.one("job_batch", (job.seq,))
+    (batch,) = ex.row("job_batch", (job.seq,))
     ex.run("lease_drop", (job.seq,))
     jobs.remove(ex, [job.seq])
     ex.run("cancelled_mark", (job.seq, now))

@@ -66,7 +66,7 @@ import time
 import weakref
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Collection, Iterable, Iterator, Optional
 
 import psycopg
 from psycopg import pq
@@ -117,7 +117,7 @@ class PostgresBackend(PostgresReads, Backend):
         self._unlimited: dict[str, str] = {}
         self._pid = os.getpid()
         self._owner: Optional[int] = None
-        self._registration: Optional[tuple] = None  # the processes row, written when the keeper is made
+        self._registration: Optional[tuple[Any, ...]] = None  # the processes row, written when the keeper is made
         self._keeper: Optional[Keeper] = None
         self._keeping = threading.Lock()  # one keeper, made at register or, behind a pooler, when first needed
         # Processes whose lock is gone, still within their grace at the last look (end_dead): by owner, when
@@ -176,9 +176,11 @@ class PostgresBackend(PostgresReads, Backend):
                     conn.execute(q.migration_insert, (version,))
             conn.execute(q.release_opened, (RELEASE, migrations[-1][0]))
 
-    def _identity(self, conn: psycopg.Connection) -> tuple:
+    def _identity(self, conn: psycopg.Connection) -> tuple[Any, ...]:
         """Which server and database a connection is to."""
-        return tuple(conn.execute(self.q.server_identity).fetchone())
+        row = conn.execute(self.q.server_identity).fetchone()
+        assert row is not None  # the query answers one row
+        return tuple(row)
 
     def _raw_connection(self) -> psycopg.Connection:
         return connect(self._where, self._durability, self._lock_timeout)
@@ -197,7 +199,7 @@ class PostgresBackend(PostgresReads, Backend):
     def register(self, now: float) -> int:
         self._usable()
         q = self.q
-        owner = self.submit(lambda conn: conn.one(q.process_next_id)[0]).result()
+        owner: int = self.submit(lambda conn: conn.row(q.process_next_id)[0]).result()
         self._registration = (owner, os.getpid(), socket.gethostname(), now, now)
         self._owner = self._writer.owner = owner  # before the insert: a writer connection made again names it
         if not self._where.pooled:
@@ -245,7 +247,7 @@ class PostgresBackend(PostgresReads, Backend):
             raise
         keeper.registered = True  # its heartbeat may now say that the row's process lives
         if self._on_error is not None:
-            keeper.listen(self._on_notice, self._on_error)  # type: ignore[arg-type]
+            keeper.listen(self._on_notice, self._on_error)
 
     def _keeper_connection(self) -> psycopg.Connection:
         """The keeper's connection: the direct URL's where given (which must reach the store's server and
@@ -303,9 +305,9 @@ class PostgresBackend(PostgresReads, Backend):
         def op(conn: PgConn) -> int:
             found = 0
             for other in dead:
-                if not conn.one(q.live_try, (q.live_key, other))[0]:
+                if not conn.row(q.live_try, (q.live_key, other))[0]:
                     continue  # alive: it took its lock again since the read (or another look ends it now)
-                if not conn.one(q.process_stale, (other, GRACE))[0]:
+                if not conn.row(q.process_stale, (other, GRACE))[0]:
                     continue  # alive: it said it lives since the read (and lost its lock again)
                 ex = PgExecutor(conn)
                 for queue in leases.end_owner(ex, other, lambda name: _engine_groups.options(ex, name), now,
@@ -316,12 +318,12 @@ class PostgresBackend(PostgresReads, Backend):
             return found
         if not dead:
             return 0
-        found = self.submit(op).result()
+        found: int = self.submit(op).result()
         self._suspects = {other: suspect for other, suspect in self._suspects.items() if other not in dead}
         return found
 
     def dead_due(self, queues: Optional[Iterable[str]] = None) -> Optional[float]:
-        suspects = self._suspects.values()
+        suspects: Collection[tuple[float, frozenset[str]]] = self._suspects.values()
         if queues is not None:
             wanted = set(queues)
             suspects = [(due, held) for due, held in suspects if held & wanted]
@@ -362,7 +364,7 @@ class PostgresBackend(PostgresReads, Backend):
         self._pool.close()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Any = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future[Any]:
         if self.forked():
             self._usable()
         return self._writer.submit(fn, *args, queues=queues, work=work, source=source, unknown=unknown,
@@ -376,7 +378,7 @@ class PostgresBackend(PostgresReads, Backend):
         if self._keeper is None and self._direct is not None:
             self.serving()  # hearing other processes is LISTEN: the keeper's, made now (it listens then)
         elif self._keeper is not None:
-            self._keeper.listen(on_notice, on_error)  # type: ignore[arg-type]
+            self._keeper.listen(on_notice, on_error)
 
     # Reads
 
@@ -415,11 +417,11 @@ class PostgresBackend(PostgresReads, Backend):
         with self._read(queue=queue) as conn:
             return reads.options(PgExecutor(conn), queue)
 
-    def save_options(self, queue: str, options: QueueOptions) -> Future:
+    def save_options(self, queue: str, options: QueueOptions) -> Future[Any]:
         return self.submit(lambda conn: work.save_options(PgExecutor(conn), queue, options), work=queue,
                            queues=[queue])
 
-    def set_paused(self, queue: str, paused: bool) -> Future:
+    def set_paused(self, queue: str, paused: bool) -> Future[Any]:
         # Under the queue's lock, as save_options: one after the other, never beside a limited claim.
         return self.submit(lambda conn: work.set_paused(PgExecutor(conn), queue, paused), work=queue,
                            queues=[queue])
@@ -430,7 +432,7 @@ class PostgresBackend(PostgresReads, Backend):
 
     # Jobs
 
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future[Any]:
         if tx is None:
             # One statement where it can be (see PgExecutor.insert_jobs); jobs that join a batch lock and
             # count its row beside their insert, in a transaction.
@@ -440,7 +442,7 @@ class PostgresBackend(PostgresReads, Backend):
         self._usable()
         conn = tx.connection if isinstance(tx.connection, PgConn) else PgConn(tx.connection, self.q)
         raw = conn.raw
-        future: Future = Future()
+        future: Future[Any] = Future()
         try:
             if raw.autocommit and raw.info.transaction_status == pq.TransactionStatus.IDLE:
                 with raw.transaction():  # an application connection in autocommit, outside a transaction
@@ -463,7 +465,7 @@ class PostgresBackend(PostgresReads, Backend):
         conn.execute(q.notify_one, (q.channel, json.dumps({"o": owner, "q": queue})))
         return added
 
-    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+    def declare(self, queue: str, job: NewJob, now: float) -> Future[Any]:
         return self.submit(lambda conn: _engine_jobs.declare(PgExecutor(conn), queue, job, now), work=queue,
                            queues=[queue], unknown=ADD_UNKNOWN)
 
@@ -488,33 +490,33 @@ class PostgresBackend(PostgresReads, Backend):
         with self._read(snapshot=True) as conn:
             return reads.detail(PgExecutor(conn), seq)
 
-    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.create(PgExecutor(conn), id, then, queue, now))
 
-    def close_batch(self, id: str, now: float) -> Future:
+    def close_batch(self, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.close(PgExecutor(conn), id, now, self._writer.notify))
 
     def batch(self, id: str, now: float) -> Optional[BatchRow]:
         with self._read(snapshot=True) as conn:
             return reads.batch(PgExecutor(conn), id, now)
 
-    def cancel(self, queue: str, id: str, now: float) -> Future:
+    def cancel(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.cancel(PgExecutor(conn), queue, id, now, self._writer.notify),
                            work=queue)
 
-    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+    def retry_failed(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.retry_failed(PgExecutor(conn), queue, id, now), work=queue)
 
     def last_seq(self) -> int:
         with self._read() as conn:
             return bulk.last_seq(PgExecutor(conn))
 
-    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         # In a transaction of its own (alone): the rows it locks hold up no other operation's commit.
         return self.submit(lambda conn: bulk.cancel(PgExecutor(conn), queue, pick, after, now, self._writer.notify),
                            work=queue, alone=True)
 
-    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: bulk.retry(PgExecutor(conn), queue, pick, after, now), work=queue,
                            alone=True)
 
@@ -554,7 +556,7 @@ class PostgresBackend(PostgresReads, Backend):
 
     # Watching (JOB-13)
 
-    def watch_begin(self, owner: int, seq: int) -> Future:
+    def watch_begin(self, owner: int, seq: int) -> Future[Any]:
         # Under the job's row lock, as SQLite's single writer orders it: a transaction that changes the
         # job either committed before (the watcher's first read sees what it did) or changes it after this
         # commit, and its trigger then sees the job watched and logs the change. Without it, a change made
@@ -566,7 +568,7 @@ class PostgresBackend(PostgresReads, Backend):
         self._watching.add(seq)
         return self.submit(op)
 
-    def watch_end(self, owner: int, seq: int) -> Future:
+    def watch_end(self, owner: int, seq: int) -> Future[Any]:
         self._watching.discard(seq)
         return self.submit(lambda conn: work.watch_end(PgExecutor(conn), owner, seq))
 
@@ -581,12 +583,12 @@ class PostgresBackend(PostgresReads, Backend):
     # Workers
 
     def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]", source: Any = None) -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future[Any]:
         """Settle, expire and, for a queue without limits, claim, in the writer's batch with no queue lock;
         a queue with limits claims in a transaction of its own under its lock (see _writer)."""
-        done: Future = Future()
+        done: Future[Any] = Future()
 
-        def settle(conn: PgConn) -> "Cycle | tuple":
+        def settle(conn: PgConn) -> "Cycle | tuple[Any, ...]":
             t = now() if callable(now) else now
             conn.execute(self.q.counts_fold, {"queue": queue, "key": self.q.fold_key})  # (migration 004)
             ex = PgExecutor(conn)
@@ -616,7 +618,7 @@ class PostgresBackend(PostgresReads, Backend):
             # start: this durable commit flushes the log up to it and beyond.
             conn.execute(self.q.flush_log)
 
-        def claimed(second: Future) -> None:
+        def claimed(second: Future[Any]) -> None:
             try:
                 result = second.result()
                 if not result.claimed or self._durability != "full":
@@ -628,7 +630,7 @@ class PostgresBackend(PostgresReads, Backend):
                 return
             third.add_done_callback(lambda f: _copy(f, done, result))
 
-        def settled(first: Future) -> None:
+        def settled(first: Future[Any]) -> None:
             try:
                 result = first.result()
                 if isinstance(result, Cycle):
@@ -642,10 +644,10 @@ class PostgresBackend(PostgresReads, Backend):
         self.submit(settle, source=source).add_done_callback(settled)
         return done
 
-    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future[Any]:
         return self.submit(lambda conn: work.renew(PgExecutor(conn), queue, owner, expires, seqs), bare=True)
 
-    def progress(self, seq: int, attempt: int, value: str) -> Future:
+    def progress(self, seq: int, attempt: int, value: str) -> Future[Any]:
         # No queue lock (the core does not name the queue, and it writes nothing that limits and order
         # read): the lease's row lock (lease_held_for_write) orders it with whatever ends the attempt.
         return self.submit(lambda conn: work.progress(PgExecutor(conn), seq, attempt, value))
@@ -654,7 +656,7 @@ class PostgresBackend(PostgresReads, Backend):
         with self._read() as conn:
             return reads.step_answer(PgExecutor(conn), seq, name)
 
-    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future[Any]:
         return self.submit(lambda conn: work.keep_step(PgExecutor(conn), seq, attempt, name, answer))  # see progress
 
     def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
@@ -720,11 +722,12 @@ class PostgresBackend(PostgresReads, Backend):
     def in_transaction(self) -> bool:
         return getattr(self._local, "tx", None) is not None
 
-    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         self._usable()
         tx = getattr(self._local, "tx", None)
         if tx is not None:
-            return tx.execute(sql, params).fetchall()
+            rows: list[tuple[Any, ...]] = tx.execute(sql, params).fetchall()
+            return rows
         try:
             with self._pool.connection() as raw:
                 return PgConn(raw, self.q).execute(sql, params).fetchall()
@@ -752,7 +755,7 @@ class PostgresBackend(PostgresReads, Backend):
         return Transaction(PgConn(raw, self.q))
 
 
-def _copy(source: Future, target: Future, result: Any = None) -> None:
+def _copy(source: Future[Any], target: Future[Any], result: Any = None) -> None:
     """A future's outcome told to another (``result`` in place of its own, where given)."""
     exc = source.exception()
     if exc is None:

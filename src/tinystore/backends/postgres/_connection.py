@@ -20,7 +20,7 @@ application's own SQL keeps psycopg's errors (see ``is_connection_error``).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, NoReturn, Optional, Sequence
 
 import psycopg
 from psycopg import errors as pe
@@ -48,7 +48,8 @@ class Where:
             raise InvalidArgument(f"the PostgreSQL URL cannot be read: {self.scrub(str(exc))}") from None
         self.params = params
         self.pooled = False  # reached through a pooler in transaction mode (see behind_pooler)
-        self.password = params.get("password")
+        password = params.get("password")
+        self.password = None if password is None else str(password)
         # As libpq reads them: the URL's, else its environment's (localhost, 5432, the user's name).
         self.host = str(params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "localhost")
         self.port = str(params.get("port") or os.environ.get("PGPORT") or "5432")
@@ -111,7 +112,9 @@ def connect(where: Where, durability: str, lock_timeout: float, *, opening: bool
 def behind_pooler(conn: psycopg.Connection) -> bool:
     """Whether ``conn`` reaches the server through a pooler: PgBouncer (as other poolers) answers the
     connection's startup with a cancel key of its own, whose process id is not the server process's."""
-    return conn.info.backend_pid != conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None  # the query answers one row
+    return bool(conn.info.backend_pid != row[0])
 
 
 def _settings(durability: str, lock_timeout: float) -> tuple[str, str]:
@@ -175,7 +178,7 @@ def translated(exc: BaseException, where: Where, queue: Optional[str] = None, un
     return Error(f"{where.location}: {text}", queue=queue)
 
 
-def raise_translated(exc: BaseException, where: Where, queue: Optional[str] = None) -> None:
+def raise_translated(exc: BaseException, where: Where, queue: Optional[str] = None) -> NoReturn:
     error = translated(exc, where, queue)
     if error is exc:
         raise exc
@@ -208,12 +211,12 @@ class PgConn:
         self.sent: Optional[list[psycopg.Cursor]] = None  # while the writer's pipeline runs: its statements
         self.retired = False  # the writer makes a new connection before its next batch (see _writer)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> psycopg.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> psycopg.Cursor:
         cur = self.raw.execute(sql, params if params is not None and params != () else None)
         self._count(cur)
         return cur
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict]) -> psycopg.Cursor:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any] | dict[str, Any]]) -> psycopg.Cursor:
         cur = self.raw.cursor()
         cur.executemany(sql, list(rows))
         self._count(cur)
@@ -232,10 +235,17 @@ class PgConn:
         self.changes += wrote
         return wrote > 0
 
-    def one(self, sql: str, params: Any = None) -> Optional[tuple]:
+    def one(self, sql: str, params: Any = None) -> Optional[tuple[Any, ...]]:
         return self.execute(sql, params).fetchone()
 
-    def all(self, sql: str, params: Any = None) -> list[tuple]:
+    def row(self, sql: str, params: Any = None) -> tuple[Any, ...]:
+        """The one row ``sql`` always answers (an aggregate, a row it wrote and returns)."""
+        found = self.one(sql, params)
+        if found is None:
+            raise LookupError(f"{sql!r} answered no row, where it always answers one")
+        return found
+
+    def all(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         return self.execute(sql, params).fetchall()
 
     def __getattr__(self, name: str) -> Any:

@@ -28,12 +28,12 @@ class Sent(Later):
 
     def __init__(self, cur: psycopg.Cursor):
         self._cur = cur
-        self._rows: Optional[list[tuple]] = None
+        self._fetched: Optional[list[tuple[Any, ...]]] = None
 
-    def all(self) -> list[tuple]:
-        if self._rows is None:
-            self._rows = self._cur.fetchall()
-        return self._rows
+    def all(self) -> list[tuple[Any, ...]]:
+        if self._fetched is None:
+            self._fetched = self._cur.fetchall()
+        return self._fetched
 
 
 class PgExecutor(Executor):
@@ -46,10 +46,10 @@ class PgExecutor(Executor):
         self.conn = conn
         self.q = {**conn.q.statements, **conn.q.serial_picks} if serial else conn.q.statements
 
-    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
+    def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
         return self.conn.execute(self.q[name], params).fetchone()
 
-    def all(self, name: str, params: Any = ()) -> list[tuple]:
+    def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(self.q[name], params).fetchall()
 
     def ahead(self, name: str, params: Any = ()) -> Later:
@@ -72,7 +72,7 @@ class PgExecutor(Executor):
         self.conn.executemany(self.q["groups_update"], [{"queue": queue, "grp": grp, "change": change,
                                                          "limit": limit} for grp, change in changes.items()])
 
-    def taken(self, row: tuple) -> Claimed:
+    def taken(self, row: tuple[Any, ...]) -> Claimed:
         return Claimed(*row)
 
     def insert_jobs(self, queue: str, jobs: list[NewJob]) -> list[tuple[Optional[int], bool]]:
@@ -106,8 +106,9 @@ class PgExecutor(Executor):
         return [(written[j.id], True) for j in jobs]
 
     def insert_job(self, queue: str, job: NewJob, seq: Optional[int]) -> int:
-        return self.one("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat,
-                                       job.priority, job.batch))[0]
+        written: int = self.row("job_insert", (queue, job.id, job.payload, job.grp, job.at, job.repeat,
+                                               job.priority, job.batch))[0]
+        return written
 
     def lock_groups(self, queue: str, grps: Sequence[str]) -> None:
         if grps:
@@ -122,7 +123,8 @@ class PgExecutor(Executor):
             if isinstance(kept, Later):  # sent ahead (options_ahead)
                 row = kept.one()
                 kept = cache[queue] = row[0] if row else None
-            return kept
+            found: Optional[str] = kept
+            return found
         text = super().kept_options(queue)
         if cache is not None:
             cache[queue] = text
@@ -131,7 +133,7 @@ class PgExecutor(Executor):
     def options_ahead(self, queue: str) -> None:
         cache = self.conn.options
         if cache is not None and queue not in cache:
-            cache[queue] = self.ahead("queue_options", (queue,))  # type: ignore[assignment]
+            cache[queue] = self.ahead("queue_options", (queue,))
 
     def forget_options(self, queue: str) -> None:
         if self.conn.options is not None:

@@ -69,7 +69,7 @@ KEEPALIVES = (("tcp_keepalives_idle", 10), ("tcp_keepalives_interval", 5), ("tcp
 
 class Keeper:
     def __init__(self, connect: Callable[[], psycopg.Connection], q: Any, where: Where, owner: int,
-                 registration: tuple, watching: Callable[[], list[int]] = list):
+                 registration: tuple[Any, ...], watching: Callable[[], list[int]] = list):
         self._connect = connect
         self._q = q
         self._where = where

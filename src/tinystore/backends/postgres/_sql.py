@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..._package import migrations, read
 from .._engine.statements import Statements, catalogue, parse, pyformat
@@ -64,6 +65,10 @@ class Schema:
         self.serial_picks = {query: self.named(_QUERIES[query]) for query in PICKS}  # under the queue's lock
         self.reads = Statements({query: self.named(sql) for query, sql in _READS.items()})  # (_reads)
         self.__dict__.update(self.statements)
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> str:
+            """A statement by its name: ``statements`` are attributes too (set above)."""
 
     def named(self, sql: str) -> str:
         return sql.replace("{schema}", self.quoted).replace("{channel}", self.channel)

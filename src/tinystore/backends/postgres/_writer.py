@@ -88,6 +88,8 @@ from .._commits import CommitNotices
 from ._connection import RETRIED, PgConn, Where, is_connection_error, translated
 
 log = logging.getLogger("tinystore.store")
+# an operation's future, and its result or its error
+Outcome = tuple["Future[Any]", Any, Optional[BaseException]]
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the queues' locks long
 RETRIES = 8  # runs of a batch that met a deadlock or a serialization failure
 MAYBE = "the connection was lost during COMMIT: it may or may not have been written"
@@ -111,7 +113,7 @@ class Writer:
         self._where = where
         self._on_commit = on_commit
         self._conn: Optional[PgConn] = conn
-        self._pending: deque = deque()
+        self._pending: deque[Any] = deque()
         self._cv = threading.Condition()
         self._closing = False
         self._notices = CommitNotices()  # the running transaction's
@@ -125,7 +127,7 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, queues: Iterable[str] = (), work: Optional[str] = None,
-               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future:
+               source: Any = None, unknown: Optional[str] = None, alone: bool = False, bare: bool = False) -> Future[Any]:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
         ``queues``: whose locks it needs; ``work`` a queue it gives work to,
@@ -136,7 +138,7 @@ class Writer:
         ``bare``: one statement that sends its own notice, run in autocommit
         where the batch holds it alone (see above).
         """
-        future: Future = Future()
+        future: Future[Any] = Future()
         locks = set(queues)
         with self._cv:
             if self._closing:
@@ -184,7 +186,7 @@ class Writer:
             for transaction in ([shared] if shared else []) + alone:
                 self._commit(transaction)
 
-    def _commit(self, batch: list) -> None:
+    def _commit(self, batch: list[Any]) -> None:
         """One transaction of operations: run, committed, its notice told, then its futures resolved."""
         try:
             notice, outcomes = self._run(batch)
@@ -196,11 +198,11 @@ class Writer:
                 self._on_commit(notice)
             except Exception:
                 log.exception("a listener failed on a notice")
-        for future, result, exc in outcomes:
-            if exc is None:
+        for future, result, error in outcomes:
+            if error is None:
                 future.set_result(result)
             else:
-                future.set_exception(exc)
+                future.set_exception(error)
 
     def _connection(self) -> PgConn:
         conn = self._conn
@@ -211,7 +213,7 @@ class Writer:
             self._conn = conn = self._connect()
         return conn
 
-    def _run(self, batch: list) -> tuple[Optional[Notice], list]:
+    def _run(self, batch: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """Run a batch in one transaction, again where the server asks for it: its notice (None when it
         changed nothing), and each operation's future with its result or error."""
         tries = reconnects = 0
@@ -246,7 +248,7 @@ class Writer:
                 self._roll_back(conn)
                 raise
 
-    def _transaction(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+    def _transaction(self, conn: PgConn, batch: list[Any], stage: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         self.transactions += 1
         conn.owner = self.owner
         if len(batch) == 1 and batch[0][7] and self.work is None:
@@ -256,12 +258,12 @@ class Writer:
                 stage[0] = "begin"
         return self._pipelined(conn, batch, stage)
 
-    def _begin(self, conn: PgConn, locks: set[str], stage: list) -> int:
+    def _begin(self, conn: PgConn, locks: set[str], stage: list[Any]) -> int:
         """BEGIN and the locks declared; the work measured so far (``work``)."""
         q = conn.q
         for statement in self._begin_sql:
             conn.execute(statement)
-        began = conn.one(q.work_done, (q.name,))[0] if self.work is not None else 0
+        began: int = conn.row(q.work_done, (q.name,))[0] if self.work is not None else 0
         conn.locked = set()
         conn.options = {}
         for queue in sorted(locks):
@@ -269,7 +271,7 @@ class Writer:
         stage[0] = "run"
         return began
 
-    def _end(self, conn: PgConn, told: Iterable[tuple], began: int, stage: list,
+    def _end(self, conn: PgConn, told: Iterable[tuple[Any, ...]], began: int, stage: list[Any],
              unsure: bool = False) -> None:
         """The notices sent, and COMMIT. ``unsure``: whether the transaction wrote is not known yet (a
         pipeline's answers come after): they are sent only if it did."""
@@ -278,11 +280,11 @@ class Writer:
         if payloads:
             conn.execute(q.notify_written if unsure else q.notify_many, (q.channel, payloads))
         if self.work is not None:  # a difference: the view may hold counts of earlier transactions not yet flushed
-            self.work[0] += conn.one(q.work_done, (q.name,))[0] - began
+            self.work[0] += conn.row(q.work_done, (q.name,))[0] - began
         stage[0] = "commit"
         conn.execute("COMMIT")
 
-    def _pipelined(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+    def _pipelined(self, conn: PgConn, batch: list[Any], stage: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """The batch in one transaction in pipeline mode: statements are sent where an operation reads an
         answer, and the rest with the notices and COMMIT. An error fails an operation alone in its
         transaction; in a batch of several, where any fails, the batch is rolled back and run again one
@@ -327,11 +329,11 @@ class Writer:
         stage[0] = "begin"
         return self._batch(conn, batch, stage)
 
-    def _batch(self, conn: PgConn, batch: list, stage: list) -> tuple[Optional[Notice], list]:
+    def _batch(self, conn: PgConn, batch: list[Any], stage: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """Operations in one transaction, each in its own savepoint so that one's error touches no other,
         their statements run one by one."""
         began = self._begin(conn, set().union(*(item[5] for item in batch)), stage)
-        outcomes = []
+        outcomes: list[Outcome] = []
         notices = self._notices = CommitNotices()
         for fn, args, future, work, source, locks, unknown, bare in batch:
             conn.execute("SAVEPOINT operation")
@@ -353,7 +355,7 @@ class Writer:
         self._end(conn, [(queue, None) for queue in notices.queues] + sorted(notices.cancelled), began, stage)
         return notices.notice(), outcomes
 
-    def _bare(self, conn: PgConn, item: tuple, stage: list) -> tuple[Optional[Notice], list]:
+    def _bare(self, conn: PgConn, item: tuple[Any, ...], stage: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """A bare operation alone in autocommit: its one statement is its transaction, its notice sent by it."""
         fn, args, future, work, source, locks, unknown, bare = item
         notices = self._notices = CommitNotices()

@@ -143,7 +143,7 @@ class SQLiteBackend(SQLiteReads, Backend):
         held: list[int] = []
 
         def op(conn: sqlite3.Connection) -> int:
-            owner = conn.execute(Q.process_insert, here.row(now, lock)).fetchone()[0]
+            owner: int = conn.execute(Q.process_insert, here.row(now, lock)).fetchone()[0]
             try:
                 # Held before the commit makes the row visible. A byte held already is a process's that is
                 # not registered (its row was removed while it lived): this registration takes another id.
@@ -183,7 +183,8 @@ class SQLiteBackend(SQLiteReads, Backend):
             rows = conn.execute(Q.process_list).fetchall()
         if all(row[0] == self._owner or self._here.alive(row, self._lock) for row in rows):
             return 0
-        return self.submit(self._end_dead_in, now, self._owner).result()
+        ended: int = self.submit(self._end_dead_in, now, self._owner).result()
+        return ended
 
     def _after_commit(self, conn: sqlite3.Connection) -> None:
         """After each commit of the writer, before its callers hear of it: is the file still there?
@@ -203,16 +204,19 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     def _relock(self, conn: sqlite3.Connection) -> None:
         try:
+            owner = self._owner
+            if owner is None:  # the registration ended (a close) since the relock was asked for
+                return
             new = LockFile(self._lock_path)
             if new.identity == self._lock.identity:
                 new.close()
                 return
-            if not new.hold(self._owner):
+            if not new.hold(owner):
                 new.close()
                 log.warning("the lock file %s was replaced, and this process's byte there is held by another "
                             "process: opens elsewhere tell whether it is alive by its pid", self._lock_path)
                 return
-            conn.execute(Q.process_relock, (new.identity.dev, new.identity.ino, self._owner))
+            conn.execute(Q.process_relock, (new.identity.dev, new.identity.ino, owner))
             new.record(self.file)
             self._old_locks.append(self._lock)  # kept until close: this registration's row may name it still
             self._lock = new
@@ -266,7 +270,7 @@ class SQLiteBackend(SQLiteReads, Backend):
         _identity.closed(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
-               alone: bool = False) -> Future:
+               alone: bool = False) -> Future[Any]:
         """A write for the writer; ``work`` a queue it gives work to, for its commit's notice, ``source``
         who asked, ``alone`` in a transaction of its own (see ``Writer.submit``)."""
         self._usable()
@@ -336,10 +340,10 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._about(queue), self._read() as conn:
             return reads.options(SQLiteExecutor(conn), queue)
 
-    def save_options(self, queue: str, options: QueueOptions) -> Future:
+    def save_options(self, queue: str, options: QueueOptions) -> Future[Any]:
         return self.submit(lambda conn: work.save_options(SQLiteExecutor(conn), queue, options), work=queue)
 
-    def set_paused(self, queue: str, paused: bool) -> Future:
+    def set_paused(self, queue: str, paused: bool) -> Future[Any]:
         return self.submit(lambda conn: work.set_paused(SQLiteExecutor(conn), queue, paused), work=queue)
 
     def queue_names(self) -> list[str]:
@@ -348,10 +352,10 @@ class SQLiteBackend(SQLiteReads, Backend):
 
     # Jobs
 
-    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future:
+    def add(self, queue: str, jobs: list[NewJob], now: float, tx: Optional[Transaction] = None) -> Future[Any]:
         if tx is None:
             return self.submit(lambda conn: _engine_jobs.add(SQLiteExecutor(conn), queue, jobs, now), work=queue)
-        future: Future = Future()
+        future: Future[Any] = Future()
         try:
             added = _engine_jobs.add(SQLiteExecutor(tx.connection, locked=False), queue, jobs, now)
             # Told by this process at its commit (store.transaction()), else heard by every process.
@@ -366,7 +370,7 @@ class SQLiteBackend(SQLiteReads, Backend):
             raise error from exc
         return future
 
-    def declare(self, queue: str, job: NewJob, now: float) -> Future:
+    def declare(self, queue: str, job: NewJob, now: float) -> Future[Any]:
         return self.submit(lambda conn: _engine_jobs.declare(SQLiteExecutor(conn), queue, job, now), work=queue)
 
     def get(self, queue: str, id: str) -> Optional[JobRow]:
@@ -381,10 +385,10 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._about(queue), self._read() as conn:
             return reads.ahead_many(SQLiteExecutor(conn), queue, rows, now)
 
-    def watch_begin(self, owner: int, seq: int) -> Future:
+    def watch_begin(self, owner: int, seq: int) -> Future[Any]:
         return self.submit(lambda conn: conn.execute(Q.watched_insert, (seq, owner)))
 
-    def watch_end(self, owner: int, seq: int) -> Future:
+    def watch_end(self, owner: int, seq: int) -> Future[Any]:
         return self.submit(lambda conn: work.watch_end(SQLiteExecutor(conn), owner, seq))
 
     def watched(self, cursors: dict[int, int]) -> Watched:
@@ -395,34 +399,34 @@ class SQLiteBackend(SQLiteReads, Backend):
         with self._read() as conn:
             return reads.was_cancelled(SQLiteExecutor(conn), seq)
 
-    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future:
+    def create_batch(self, id: str, then: NewJob, queue: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.create(SQLiteExecutor(conn), id, then, queue, now))
 
-    def close_batch(self, id: str, now: float) -> Future:
+    def close_batch(self, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: batches.close(SQLiteExecutor(conn), id, now, self._writer.notify))
 
     def batch(self, id: str, now: float) -> Optional[BatchRow]:
         with self._read() as conn:
             return reads.batch(SQLiteExecutor(conn), id, now)
 
-    def cancel(self, queue: str, id: str, now: float) -> Future:
+    def cancel(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.cancel(SQLiteExecutor(conn), queue, id, now, self._writer.notify),
                            work=queue)
 
-    def retry_failed(self, queue: str, id: str, now: float) -> Future:
+    def retry_failed(self, queue: str, id: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: work.retry_failed(SQLiteExecutor(conn), queue, id, now), work=queue)
 
     def last_seq(self) -> int:
         with self._read() as conn:
             return bulk.last_seq(SQLiteExecutor(conn))
 
-    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def cancel_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         # Alone: in a transaction of its own, after the writes waiting before it (adds), which commit
         # without waiting for the chunk; the next chunk is asked for only once this one committed.
         return self.submit(lambda conn: bulk.cancel(SQLiteExecutor(conn), queue, pick, after, now,
                                                     self._writer.notify), work=queue, alone=True)
 
-    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future:
+    def retry_chunk(self, queue: str, pick: Pick, after: str, now: float) -> Future[Any]:
         return self.submit(lambda conn: bulk.retry(SQLiteExecutor(conn), queue, pick, after, now), work=queue,
                            alone=True)
 
@@ -442,7 +446,7 @@ class SQLiteBackend(SQLiteReads, Backend):
     # Workers
 
     def cycle(self, queue: str, owner: int, settlements: list[Settlement], want: int,
-              now: "float | Callable[[], float]", source: Any = None) -> Future:
+              now: "float | Callable[[], float]", source: Any = None) -> Future[Any]:
         def op(conn: sqlite3.Connection) -> Cycle:
             # The clock is read once the write lock is held: the leases are taken, and the starts counted
             # for the rate windows (LIM-03), at that time, not at one read before waiting for the lock.
@@ -450,17 +454,17 @@ class SQLiteBackend(SQLiteReads, Backend):
             return work.cycle(SQLiteExecutor(conn), queue, owner, settlements, want, t, self._writer.notify)
         return self.submit(op, source=source)
 
-    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future:
+    def renew(self, queue: str, owner: int, expires: float, seqs: list[int]) -> Future[Any]:
         return self.submit(lambda conn: work.renew(SQLiteExecutor(conn), queue, owner, expires, seqs))
 
-    def progress(self, seq: int, attempt: int, value: str) -> Future:
+    def progress(self, seq: int, attempt: int, value: str) -> Future[Any]:
         return self.submit(lambda conn: work.progress(SQLiteExecutor(conn), seq, attempt, value))
 
     def step_answer(self, seq: int, name: str) -> Optional[str]:
         with self._read() as conn:
             return reads.step_answer(SQLiteExecutor(conn), seq, name)
 
-    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future:
+    def keep_step(self, seq: int, attempt: int, name: str, answer: str) -> Future[Any]:
         return self.submit(lambda conn: work.keep_step(SQLiteExecutor(conn), seq, attempt, name, answer))
 
     def transact(self, lease: tuple[int, int], name: str, fn: Callable[[Transaction], Any],
@@ -475,7 +479,8 @@ class SQLiteBackend(SQLiteReads, Backend):
         if conn.in_transaction:
             raise InvalidArgument("a store.transaction() is already open in this thread")
         begin_immediate(conn)
-        tx = Transaction(conn, told=set())
+        told: set[str] = set()
+        tx = Transaction(conn, told=told)
         try:
             yield tx
             self._watch.check()  # a commit to a file no longer at the path would be lost
@@ -492,13 +497,13 @@ class SQLiteBackend(SQLiteReads, Backend):
                 raise
             raise error from exc
         tx.closed = True
-        self._on_notice(Notice({queue: None for queue in tx.told}))
+        self._on_notice(Notice({queue: None for queue in told}))
 
     def in_transaction(self) -> bool:
         conn = getattr(self._local, "conn", None)
         return conn is not None and conn.in_transaction
 
-    def query(self, sql: str, params: Any = ()) -> list[tuple]:
+    def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         with self._read() as conn:
             return conn.execute(sql, params).fetchall()
 
@@ -515,7 +520,7 @@ class SQLiteBackend(SQLiteReads, Backend):
             return len(seqs)
         removed = 0
         while True:  # one short transaction per batch: the write lock is never held long
-            count = self.submit(op).result()
+            count: int = self.submit(op).result()
             removed += count
             if progress is not None:
                 progress(removed)

@@ -87,7 +87,7 @@ def _is_store(conn: sqlite3.Connection, problems: list[str], path: str) -> bool:
 def _check(conn: sqlite3.Connection, pragma: str, limit: int, problems: list[str], path: str) -> Optional[int]:
     try:
         rows = conn.execute(f"PRAGMA {pragma}({int(limit)})").fetchall()
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        pages: int = conn.execute("PRAGMA page_count").fetchone()[0]
     except sqlite3.Error as exc:
         _found(exc, problems, path)
         return None
@@ -132,7 +132,7 @@ def _check_counts(conn: sqlite3.Connection, problems: list[str], path: str) -> N
                             f"{_per_state(kept.get(queue, none))}; the jobs are {_per_state(found.get(queue, none))}")
 
 
-def _per_state(counts: tuple) -> str:
+def _per_state(counts: tuple[Any, ...]) -> str:
     return ", ".join(f"{state} {n}" for state, n in zip(STATES, counts))
 
 

@@ -30,10 +30,11 @@ class SQLiteExecutor(Executor):
         self.conn = conn
         self.locked = locked
 
-    def one(self, name: str, params: Any = ()) -> Optional[tuple]:
-        return self.conn.execute(Q[name], params).fetchone()
+    def one(self, name: str, params: Any = ()) -> Optional[tuple[Any, ...]]:
+        row: Optional[tuple[Any, ...]] = self.conn.execute(Q[name], params).fetchone()
+        return row
 
-    def all(self, name: str, params: Any = ()) -> list[tuple]:
+    def all(self, name: str, params: Any = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(Q[name], params).fetchall()
 
     def run(self, name: str, params: Any = ()) -> None:
@@ -52,7 +53,7 @@ class SQLiteExecutor(Executor):
         self.conn.execute(Q["groups_update"], {"queue": queue, "changes": json.dumps(list(changes.items())),
                                                "limit": limit})
 
-    def taken(self, row: tuple) -> Claimed:
+    def taken(self, row: tuple[Any, ...]) -> Claimed:
         seq, raw_id, raw_payload, grp, at, attempt, valid, repeat = row
         try:
             id, payload = raw_id.decode("utf-8"), raw_payload.decode("utf-8")
@@ -62,7 +63,7 @@ class SQLiteExecutor(Executor):
             raise Unreadable(seq, _shown(raw_id), attempt, self._unreadable(raw_id, exc)) from None
         return Claimed(seq, id, payload, grp, at, attempt, repeat)
 
-    def not_taken(self, queue: str, picked: list[tuple]) -> None:
+    def not_taken(self, queue: str, picked: list[tuple[Any, ...]]) -> None:
         """A picked job the take did not find queued: ``StoreCorrupt``.
 
         The writer holds the write lock from the pick to the take, so a job read from a due index
@@ -107,7 +108,7 @@ class SQLiteExecutor(Executor):
         self.conn.execute(Q["sequence_floor"], {"seq": max(seqs)})
 
 
-def _row(seq: Optional[int], queue: str, job: NewJob) -> tuple:
+def _row(seq: Optional[int], queue: str, job: NewJob) -> tuple[Any, ...]:
     return (seq, queue, job.id, job.payload, job.grp, job.at, job.repeat, job.priority, job.batch)
 
 

@@ -67,7 +67,7 @@ class Hearing:
                 continue
             self._on_notice(notice)
 
-    def _read(self, sql: str, *params: Any) -> list[tuple]:
+    def _read(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         if self._conn is None:
             self._conn = self._connect()
         return self._conn.execute(sql, params).fetchall()

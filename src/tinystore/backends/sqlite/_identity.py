@@ -198,11 +198,11 @@ class Here:
         self.pid_ns = _pid_namespace()
         self.file = file
 
-    def row(self, now: float, lock: LockFile) -> tuple:
+    def row(self, now: float, lock: LockFile) -> tuple[Any, ...]:
         return (self.pid, self.host, now, self.file.dev, self.file.ino, lock.identity.dev, lock.identity.ino,
                 self.pid_ns)
 
-    def alive(self, row: tuple, lock: LockFile) -> bool:
+    def alive(self, row: tuple[Any, ...], lock: LockFile) -> bool:
         """Whether the process of a row of tinystore_processes may still be alive, on this file."""
         id, pid, host, file_dev, file_ino, lock_dev, lock_ino, pid_ns = row
         if file_dev is None:  # registered by an earlier version: its byte is in the lock file beside the name

@@ -40,8 +40,8 @@ import weakref
 from typing import NamedTuple, Optional
 
 # Linux's values where the fcntl module does not name them (Python before 3.9 on Linux).
-F_OFD_GETLK = getattr(fcntl, "F_OFD_GETLK", 36 if sys.platform.startswith("linux") else None)
-F_OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", 37 if sys.platform.startswith("linux") else None)
+F_OFD_GETLK: Optional[int] = getattr(fcntl, "F_OFD_GETLK", 36 if sys.platform.startswith("linux") else None)
+F_OFD_SETLK: Optional[int] = getattr(fcntl, "F_OFD_SETLK", 37 if sys.platform.startswith("linux") else None)
 _FLOCK = struct.Struct("hhqqi")  # struct flock: l_type, l_whence, l_start, l_len, l_pid
 _FLOCK_PAD = b"\0" * (-_FLOCK.size % struct.calcsize("q"))  # its padding on 64-bit systems
 _WHOLE = 0  # l_len 0: from l_start to the end, however far the file grows
@@ -109,6 +109,7 @@ class LockFile:
     def hold(self, slot: int) -> bool:
         """Lock byte ``slot`` for this registration; False where another holds it."""
         if OFD:
+            assert F_OFD_SETLK is not None  # OFD is true only where they exist
             try:
                 fcntl.fcntl(self.fd, F_OFD_SETLK, _flock(fcntl.F_WRLCK, slot, 1))
             except OSError as exc:
@@ -128,6 +129,7 @@ class LockFile:
 
     def release(self, slot: int) -> None:
         if OFD:
+            assert F_OFD_SETLK is not None  # OFD is true only where they exist
             fcntl.fcntl(self.fd, F_OFD_SETLK, _flock(fcntl.F_UNLCK, slot, 1))
             return
         fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, slot)
@@ -211,8 +213,9 @@ def _flock(kind: int, start: int, length: int) -> bytes:
 
 
 def _held_ofd(fd: int, start: int, length: int) -> bool:
+    assert F_OFD_GETLK is not None  # called only where OFD locks exist
     answer = fcntl.fcntl(fd, F_OFD_GETLK, _flock(fcntl.F_WRLCK, start, length))
-    return _FLOCK.unpack(answer[:_FLOCK.size])[0] != fcntl.F_UNLCK
+    return bool(_FLOCK.unpack(answer[:_FLOCK.size])[0] != fcntl.F_UNLCK)
 
 
 def _held_posix(fd: int, start: int, length: int) -> bool:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import contextmanager
-from typing import Any, Callable, ContextManager, Iterator, NoReturn, Optional
+from typing import Any, Callable, Iterator, NoReturn, Optional
 
 from ..._errors import Error
 from ..._transaction import Transaction
 from .._base import FailureListener, NoticeListener
 from . import SQLiteBackend
-from ._connection import LOCK_TIMEOUT, translated
+from .._targets import LOCK_TIMEOUT
+from ._connection import translated
 from ._damage import damaged, is_damage
 from ._files import connect_read_only, is_current
 
@@ -89,7 +90,7 @@ class ReadOnlyBackend(SQLiteBackend):
     def listen(self, on_notice: NoticeListener, on_error: FailureListener) -> None:
         self._refuse()
 
-    def transaction(self) -> ContextManager[Transaction]:
+    def transaction(self) -> NoReturn:
         self._refuse()
 
     def in_transaction(self) -> bool:

@@ -54,10 +54,12 @@ from ..._errors import Closed, StoreCorrupt
 from .._base import Notice
 from .._commits import CommitNotices
 from .._handoff import may_run_inline
-from ._connection import begin_immediate, path_of, timeout_of, translated
+from ._connection import Connection, begin_immediate, path_of, timeout_of, translated
 from ._sql import Q
 
 log = logging.getLogger("tinystore.store")
+# an operation's future, and its result or its error
+Outcome = tuple["Future[Any]", Any, Optional[BaseException]]
 MAX_OPERATIONS = 512  # per transaction, so that no commit holds the write lock long
 
 
@@ -65,10 +67,10 @@ NOTICES_KEPT_EVERY = 256  # commits with notices between prunes of the notice lo
 
 
 class Writer:
-    def __init__(self, conn: sqlite3.Connection, on_commit: Callable[[Notice], None]):
+    def __init__(self, conn: Connection, on_commit: Callable[[Notice], None]):
         self._conn = conn
         self._on_commit = on_commit
-        self._pending: deque = deque()
+        self._pending: deque[Any] = deque()
         self._cv = threading.Condition()
         self._closing = False
         self._closed = False
@@ -84,7 +86,7 @@ class Writer:
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, work: Optional[str] = None, source: Any = None,
-               alone: bool = False) -> Future:
+               alone: bool = False) -> Future[Any]:
         """Queue ``fn(conn, *args)``; the future resolves after the commit that includes it.
 
         ``work`` names a queue the operation gives work to, for the notice of
@@ -95,7 +97,7 @@ class Writer:
         writer thread, so that the writes queued before it commit first in a
         batch of their own, and their callers are told before it runs.
         """
-        future: Future = Future()
+        future: Future[Any] = Future()
         with self._cv:
             if self._closing:
                 raise Closed("the store is closed")
@@ -104,7 +106,7 @@ class Writer:
                 self._cv.notify()
                 return future
         if may_run_inline() and self._write_lock.acquire(blocking=False):
-            ran = []
+            ran: list[tuple[list[Any], tuple[Optional[Notice], list[Outcome]]]] = []
             try:
                 while not ran or all(item[2] is not future for item in ran[-1][0]):
                     with self._cv:
@@ -131,10 +133,10 @@ class Writer:
         ``wake_source``: work that whoever asked for the operation must be woken for too."""
         self._notices.notify(queue, job, wake_source)
 
-    def _take(self, limit: int) -> list:
+    def _take(self, limit: int) -> list[Any]:
         """The next batch: up to ``limit`` operations in order, ending before one that runs alone, which is
         a batch by itself."""
-        batch: list = []
+        batch: list[Any] = []
         while self._pending and len(batch) < limit:
             alone = self._pending[0][5]
             if alone and batch:
@@ -190,23 +192,23 @@ class Writer:
             if ended is not None:
                 self._finish(*ended)
 
-    def _finish(self, notice: Optional[Notice], outcomes: list) -> None:
+    def _finish(self, notice: Optional[Notice], outcomes: list[Outcome]) -> None:
         """After a transaction, once the lock is free: tell its notice, then resolve its futures, so that
         a caller returns only once this process's workers and watchers have heard of its commit."""
         if notice is not None:
             self._on_commit(notice)
-        for future, result, exc in outcomes:
-            if exc is None:
+        for future, result, error in outcomes:
+            if error is None:
                 future.set_result(result)
             else:
-                future.set_exception(exc)
+                future.set_exception(error)
 
-    def _run(self, batch: list) -> tuple[Optional[Notice], list]:
+    def _run(self, batch: list[Any]) -> tuple[Optional[Notice], list[Outcome]]:
         """Run a batch in one transaction: its notice (None when it changed nothing), and each
         operation's future with its result or error, for ``_finish``."""
         conn = self._conn
         self.transactions += 1
-        outcomes = []
+        outcomes: list[Outcome] = []
         notices = self._notices = CommitNotices()
         # Alone in its transaction, an operation needs no savepoint: its error rolls the transaction back.
         alone = len(batch) == 1
@@ -247,7 +249,7 @@ class Writer:
                           for fn, args, future, work, source, _ in batch if not future.done()]
         return notices.notice(), outcomes
 
-    def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set) -> None:
+    def _log_notices(self, conn: sqlite3.Connection, queues: dict[str, Any], cancelled: set[Any]) -> None:
         """Log a commit's notices for other processes, and keep the log short."""
         rows = [(self.owner, queue, None) for queue in queues] + [(self.owner, q, job) for q, job in cancelled]
         conn.executemany(Q.notice_insert, rows)

@@ -31,7 +31,7 @@ RESULTS_KEPT = "7d"  # a done task's result (dedupe), as long as a failed one's 
 OPTIONS = ("database", "schema", "direct", "queue_options")
 
 
-class TaskBackend(BaseTaskBackend):
+class TaskBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no types: its base class is Any to mypy
     """Tasks enqueued as jobs of the tinystore queue named by their ``queue_name``, in the Django database
     named by ``OPTIONS["database"]`` (``"default"`` unless given).
 
@@ -225,4 +225,5 @@ def _aware(run_after: Optional[datetime]) -> Optional[datetime]:
     """``run_after`` as an aware datetime: a naive one (USE_TZ = False) is in Django's TIME_ZONE."""
     if run_after is None or timezone.is_aware(run_after):
         return run_after
-    return timezone.make_aware(run_after)
+    aware: datetime = timezone.make_aware(run_after)
+    return aware

@@ -6,7 +6,7 @@ from django.apps import AppConfig
 from django.db.backends.signals import connection_created
 
 
-class TinystoreConfig(AppConfig):
+class TinystoreConfig(AppConfig):  # type: ignore[misc]  # Django ships no types: its base class is Any to mypy
     name = "tinystore.contrib.django"
     label = "tinystore"
     verbose_name = "tinystore"

@@ -35,7 +35,7 @@ def _stop_while_starting(signum: int, frame: Any) -> None:
     raise StoppedWhileStarting(signum)
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]  # Django ships no types: its base class is Any to mypy
     help = "Run the tasks of a tinystore task backend until SIGTERM or SIGINT."
 
     def run_from_argv(self, argv: list[str]) -> None:
