@@ -125,7 +125,9 @@ def test_PRI_09_a_group_s_higher_priority_job_scheduled_for_later_neither_starts
     q.add("other", group="h", at=T - 5, priority=1)
     order = witnessed(q)
     run_until_idle(store)
-    assert order == ["due-high", "other", "due-low"]
+    # "other" runs beside group g's jobs, in a thread of its own: only g's order is the claims' order.
+    assert sorted(order) == ["due-high", "due-low", "other"]
+    assert order.index("due-high") < order.index("due-low")
     clock.advance(61)
     run_until_idle(store)
     assert order[3:] == ["later"]
