@@ -1,5 +1,5 @@
 -- 011: the release of tinystore that last opened the store, and the schema version (the newest migration)
--- it left, written at every open. One row. A store whose migrations go beyond those a release knows was
+-- it left, written at an open that changes either. One row. A store whose migrations go beyond those a release knows was
 -- made by a later release: that release refuses it, untouched (the migrations table tells; this row says
 -- which release).
 CREATE TABLE {schema}.release (

@@ -613,7 +613,9 @@ UPDATE {schema}.jobs SET state = 'queued', attempt = 0, at = %(at)s, expires = N
 WHERE seq = ANY(%(seqs)s::bigint[]) AND state = 'failed';
 
 -- name: release_opened
--- The release that opens the store and the schema version it leaves (migration 011), at each open.
-INSERT INTO {schema}.release (id, release, schema_version, opened_at) VALUES (1, %s, %s, now())
+-- The release that opens the store and the schema version it leaves (migration 011), at each open; written
+-- only when either changed (opened_at: when this release first opened it).
+INSERT INTO {schema}.release AS r (id, release, schema_version, opened_at) VALUES (1, %s, %s, now())
 ON CONFLICT (id) DO UPDATE SET release = excluded.release, schema_version = excluded.schema_version,
-                               opened_at = excluded.opened_at;
+                               opened_at = excluded.opened_at
+WHERE r.release <> excluded.release OR r.schema_version <> excluded.schema_version;

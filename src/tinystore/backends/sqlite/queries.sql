@@ -405,8 +405,11 @@ UPDATE tinystore_jobs SET state = 'queued', attempt = 0, at = :at, expires = NUL
 WHERE seq IN (SELECT value FROM json_each(:seqs)) AND state = 'failed';
 
 -- name: release_opened
--- The release that opens the store and the schema version it leaves (migration 013), at each open.
+-- The release that opens the store and the schema version it leaves (migration 013), at each open; written
+-- only when either changed (opened_at: when this release first opened it), so that an open that changes
+-- nothing writes nothing (an operator's refused command must leave the file as it was).
 INSERT INTO tinystore_release (id, release, schema_version, opened_at)
 VALUES (1, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ON CONFLICT (id) DO UPDATE SET release = excluded.release, schema_version = excluded.schema_version,
-                               opened_at = excluded.opened_at;
+                               opened_at = excluded.opened_at
+WHERE tinystore_release.release <> excluded.release OR tinystore_release.schema_version <> excluded.schema_version;
