@@ -8,7 +8,7 @@ import pytest
 
 import tinystore
 
-TABLES = {"cancelled", "changes", "counts", "groups", "jobs", "leases", "migrations", "processes", "queues",
+TABLES = {"attempts", "cancelled", "changes", "counts", "groups", "jobs", "leases", "migrations", "processes", "queues",
           "release", "starts", "steps", "watched"}
 
 
@@ -18,7 +18,7 @@ def test_open_makes_the_schema_and_its_tables_once(pg):
     names = {name for (name,) in pg.rows(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (pg.schema,))}
     assert TABLES <= names
-    assert pg.rows("SELECT version FROM {s}.migrations ORDER BY version") == [(v,) for v in range(1, 12)]
+    assert pg.rows("SELECT version FROM {s}.migrations ORDER BY version") == [(v,) for v in range(1, 13)]
     assert not pg.rows("SELECT 1 FROM information_schema.tables WHERE table_schema = 'public' "
                        "AND table_name LIKE 'tinystore%%'")
 
@@ -30,7 +30,7 @@ def test_two_processes_open_a_new_schema_at_once(pg, child_env):
         out, err = child.communicate(timeout=60)
         assert child.returncode == 0, err
         assert out.strip() == "opened"
-    assert pg.rows("SELECT version FROM {s}.migrations ORDER BY version") == [(v,) for v in range(1, 12)]
+    assert pg.rows("SELECT version FROM {s}.migrations ORDER BY version") == [(v,) for v in range(1, 13)]
     assert pg.rows("SELECT count(*) FROM {s}.processes") == [(0,)]  # both closed: registrations gone
 
 
