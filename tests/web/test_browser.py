@@ -112,6 +112,18 @@ def wait(browser: Any) -> WebDriverWait:
     return WebDriverWait(browser, WAIT)
 
 
+def click_when_clickable(browser: Any, css: str) -> None:
+    """Clicks the element once it can be clicked. The page redraws its cards as the store changes, so an
+    element found may be replaced before the click lands: then it is found again."""
+    def clicked(b: Any) -> bool:
+        element = EC.element_to_be_clickable((By.CSS_SELECTOR, css))(b)
+        if not element:
+            return False
+        element.click()
+        return True
+    WebDriverWait(browser, WAIT, ignored_exceptions=[StaleElementReferenceException]).until(clicked)
+
+
 def text_of(browser: Any, css: str) -> str:
     """The text of an element, read again where the page redrew it meanwhile (a live update)."""
     def read(b: Any) -> Any:
@@ -184,12 +196,12 @@ def test_pause_and_resume_from_the_queues_page_ask_first_and_the_card_shows_the_
     digest = site.store.queue("digest")
     open_page(browser, site, "#token=" + TOKEN)  # the address the command prints: the page knows the token
     card = 'section[data-queue="digest"]'
-    wait(browser).until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"{card} button.pause"))).click()
+    click_when_clickable(browser, f"{card} button.pause")
     wait(browser).until(EC.alert_is_present()).accept()  # it asks first
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "digest is paused"))
     wait(browser).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, f"{card} h3"), "paused"))
     assert digest.paused is True
-    wait(browser).until(EC.element_to_be_clickable((By.CSS_SELECTOR, f"{card} button.resume"))).click()
+    click_when_clickable(browser, f"{card} button.resume")
     wait(browser).until(EC.alert_is_present()).accept()
     wait(browser).until(EC.text_to_be_present_in_element((By.ID, "status"), "digest is resumed"))
     wait(browser).until(lambda b: not b.find_elements(By.CSS_SELECTOR, f"{card} .badge-paused"))
